@@ -1,0 +1,289 @@
+"""Tests of isocal.metrics: exact values, properties, agreement with scikit-learn, and clear errors on bad input."""
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import brier_score_loss
+from sklearn.metrics import log_loss as sk_log_loss
+
+from isocal.metrics import (brier_score, calibration_report, expected_calibration_error, log_loss,
+                            reliability_curve, reliability_diagram)
+
+LN2 = np.log(2.0)
+
+
+@st.composite
+def labelled_probabilities(draw, low=0.0, high=1.0, max_size=80):
+    """Labels, probabilities in [low, high] and positive weights, as three equal-length float arrays."""
+    n = draw(st.integers(1, max_size))
+    y = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    p = draw(st.lists(st.floats(low, high), min_size=n, max_size=n))
+    w = draw(st.lists(st.floats(0.05, 20.0), min_size=n, max_size=n))
+    return np.array(y, dtype=float), np.array(p), np.array(w)
+
+
+strategies = st.sampled_from(["uniform", "quantile"])
+bin_counts = st.integers(1, 15)
+
+
+# ---------------------------------------------------------------- exact values
+
+def test_log_loss_worked_examples():
+    assert log_loss([0, 1], [0.5, 0.5]) == 1.0
+    assert log_loss([1], [0.25]) == 2.0
+    assert log_loss([1, 1], [0.75, 0.25]) == pytest.approx((np.log2(4 / 3) + 2) / 2, rel=1e-15)
+    assert log_loss([0, 1], [0.5, 0.5], base=np.e) == pytest.approx(LN2, rel=1e-15)
+    assert log_loss([0, 1], [0.0, 1.0]) == 0.0
+
+
+def test_log_loss_of_a_certain_mistake_is_infinite_unless_clipped_or_weightless():
+    assert log_loss([1, 0], [0.0, 0.0]) == np.inf
+    assert log_loss([1, 0], [0.0, 0.0], eps=1e-3) == pytest.approx((np.log2(1e3) - np.log2(1 - 1e-3)) / 2)
+    assert log_loss([1, 0], [0.0, 0.0], sample_weight=[0, 1]) == 0.0
+
+
+def test_brier_and_ece_worked_examples():
+    assert brier_score([1, 0], [0.9, 0.2]) == pytest.approx(0.025, rel=1e-14)
+    assert brier_score([0, 1], [0.5, 0.5]) == 0.25
+    y, p = [0, 1, 1, 1], [0.1, 0.1, 0.9, 0.9]
+    assert expected_calibration_error(y, p) == pytest.approx(0.25, rel=1e-14)
+    assert expected_calibration_error(y, p, sample_weight=[3, 1, 1, 1]) == pytest.approx(2 / 15, rel=1e-14)
+    mean_p, freq, counts = reliability_curve(y, p)
+    np.testing.assert_allclose(mean_p, [0.1, 0.9])
+    np.testing.assert_array_equal(freq, [0.5, 1.0])
+    np.testing.assert_array_equal(counts, [2, 2])
+
+
+def test_bins_are_closed_on_the_right_like_sklearn():
+    p = [0.0, 0.1, 0.2, 0.3, 1.0]
+    np.testing.assert_array_equal(reliability_curve([0] * 5, p)[2], [2, 1, 1, 1])
+
+
+def test_booleans_and_integer_arrays_are_accepted():
+    y = np.array([False, True, True])
+    assert brier_score(y, np.array([0, 1, 1])) == 0.0
+
+
+def test_inputs_are_not_modified():
+    y, p = np.array([0.0, 1.0, 1.0]), np.array([0.2, 0.6, 0.9])
+    y.flags.writeable = p.flags.writeable = False
+    calibration_report(y, {"m": p}, eps=0.01)
+    reliability_curve(y, p, strategy="quantile", n_bins=2)
+
+
+# ---------------------------------------------------------------- agreement with scikit-learn
+
+@settings(max_examples=150, deadline=None)
+@given(labelled_probabilities(low=0.001, high=0.999))
+def test_log_loss_matches_sklearn_in_bits(data):
+    y, p, w = data
+    assert log_loss(y, p) == pytest.approx(sk_log_loss(y, p, labels=[0, 1]) / LN2, rel=1e-12)
+    assert log_loss(y, p, sample_weight=w) == pytest.approx(
+        sk_log_loss(y, p, sample_weight=w, labels=[0, 1]) / LN2, rel=1e-12)
+    assert log_loss(y, p, base=np.e) == pytest.approx(log_loss(y, p) * LN2, rel=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(labelled_probabilities())
+def test_brier_score_matches_sklearn(data):
+    y, p, w = data
+    assert brier_score(y, p) == pytest.approx(brier_score_loss(y, p, pos_label=1), rel=1e-12, abs=1e-15)
+    assert brier_score(y, p, sample_weight=w) == pytest.approx(
+        brier_score_loss(y, p, sample_weight=w, pos_label=1), rel=1e-12, abs=1e-15)
+
+
+@settings(max_examples=150, deadline=None)
+@given(labelled_probabilities(), bin_counts, strategies)
+def test_reliability_curve_matches_sklearn_calibration_curve(data, n_bins, strategy):
+    y, p, _ = data
+    sk_freq, sk_mean = calibration_curve(y, p, n_bins=n_bins, strategy=strategy, pos_label=1)
+    mean_p, freq, counts = reliability_curve(y, p, n_bins=n_bins, strategy=strategy)
+    np.testing.assert_allclose(mean_p, sk_mean, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(freq, sk_freq, rtol=1e-12, atol=1e-15)
+    assert counts.sum() == len(y) and np.all(counts > 0)
+
+
+# ---------------------------------------------------------------- properties
+
+@settings(max_examples=150, deadline=None)
+@given(labelled_probabilities(), bin_counts, strategies)
+def test_ece_is_the_count_weighted_gap_of_the_reliability_curve(data, n_bins, strategy):
+    y, p, _ = data
+    ece = expected_calibration_error(y, p, n_bins=n_bins, strategy=strategy)
+    mean_p, freq, counts = reliability_curve(y, p, n_bins=n_bins, strategy=strategy)
+    assert ece == pytest.approx(np.sum(counts * np.abs(freq - mean_p)) / len(y), rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(labelled_probabilities(), bin_counts, strategies)
+def test_ece_bounds(data, n_bins, strategy):
+    y, p, w = data
+    ece = expected_calibration_error(y, p, n_bins=n_bins, strategy=strategy, sample_weight=w)
+    # Triangle inequality: binning can only cancel errors, never create them.
+    assert 0.0 <= ece <= np.average(np.abs(y - p), weights=w) + 1e-12
+    one_bin = expected_calibration_error(y, p, n_bins=1, sample_weight=w)
+    assert one_bin == pytest.approx(abs(np.average(y - p, weights=w)), rel=1e-9, abs=1e-12)
+    assert one_bin <= ece + 1e-12
+
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities(max_size=30), st.data())
+def test_integer_weights_equal_repetition(data, draw):
+    y, p, _ = data
+    reps = np.array(draw.draw(st.lists(st.integers(1, 4), min_size=len(y), max_size=len(y))))
+    y_rep, p_rep = np.repeat(y, reps), np.repeat(p, reps)
+    assert brier_score(y, p, sample_weight=reps) == pytest.approx(brier_score(y_rep, p_rep), rel=1e-12, abs=1e-15)
+    assert expected_calibration_error(y, p, sample_weight=reps) == pytest.approx(
+        expected_calibration_error(y_rep, p_rep), rel=1e-9, abs=1e-12)
+    ll = log_loss(y, p, sample_weight=reps)
+    assert ll == pytest.approx(log_loss(y_rep, p_rep), rel=1e-12, abs=1e-15) or ll == log_loss(y_rep, p_rep)
+
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities(), st.floats(0.01, 100.0), st.randoms(use_true_random=False))
+def test_invariant_to_weight_scale_and_sample_order(data, scale, random):
+    y, p, w = data
+    order = np.array(random.sample(range(len(y)), len(y)))
+    for metric in (brier_score, expected_calibration_error,
+                   lambda *a, **k: log_loss(*a, eps=1e-6, **k)):
+        reference = metric(y, p, sample_weight=w)
+        assert metric(y, p, sample_weight=scale * w) == pytest.approx(reference, rel=1e-9, abs=1e-12)
+        assert metric(y[order], p[order], sample_weight=w[order]) == pytest.approx(reference, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities())
+def test_ranges_and_perfect_predictions(data):
+    y, p, w = data
+    assert 0.0 <= brier_score(y, p, sample_weight=w) <= 1.0
+    assert log_loss(y, p, sample_weight=w) >= 0.0
+    assert log_loss(y, y) == 0.0 and brier_score(y, y) == 0.0 and expected_calibration_error(y, y) == 0.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(labelled_probabilities(), strategies)
+def test_calibration_report_agrees_with_the_metrics(data, strategy):
+    y, p, w = data
+    [row] = calibration_report(y, {"m": p}, n_bins=5, strategy=strategy, sample_weight=w, eps=1e-4)
+    assert row == {"name": "m", "log_loss_bits": log_loss(y, p, sample_weight=w, eps=1e-4),
+                   "brier": brier_score(y, p, sample_weight=w),
+                   "ece": expected_calibration_error(y, p, n_bins=5, strategy=strategy, sample_weight=w)}
+
+
+def test_quantile_bins_hold_equal_counts():
+    rng = np.random.default_rng(1)
+    p = rng.uniform(size=1000) ** 3
+    y = (rng.uniform(size=1000) < p).astype(int)
+    np.testing.assert_array_equal(reliability_curve(y, p, n_bins=8, strategy="quantile")[2], [125] * 8)
+
+
+# ---------------------------------------------------------------- bad input
+
+ALL_METRICS = [log_loss, brier_score, expected_calibration_error, reliability_curve,
+               lambda y, p, **k: calibration_report(y, {"p": p}, **k)]
+BAD_INPUTS = [
+    ([1, 2, 2], [0.5, 0.5, 0.5], ValueError, r"`y_true` must contain only the labels 0 and 1, got labels \{1, 2\}"),
+    ([0, 1, -1], [0.5, 0.5, 0.5], ValueError, r"`y_true`.*labels \{-1, 0, 1\}"),
+    ([0, 1], [0.5, 1.5], ValueError, r"`p` must lie in \[0, 1\], found 1.5 at index 1"),
+    ([0, 1], [-0.1, 0.5], ValueError, r"`p` must lie in \[0, 1\], found -0.1 at index 0"),
+    ([0, 1], [0.5, np.nan], ValueError, r"`p` must be finite"),
+    ([0, np.inf], [0.5, 0.5], ValueError, r"`y_true` must be finite"),
+    ([0, 1], [0.5, 0.5, 0.5], ValueError, r"length mismatch: `y_true` has 2, `p` has 3"),
+    (["0", "1"], [0.5, 0.5], TypeError, r"`y_true` must hold real numbers"),
+    ([0, 1], ["a", "b"], TypeError, r"`p` must hold real numbers"),
+    ([0, 1], [[0.5, 0.5]], ValueError, r"`p` must be one-dimensional"),
+    ([], [], ValueError, r"`y_true` is empty"),
+]
+
+
+@pytest.mark.parametrize("metric", ALL_METRICS)
+@pytest.mark.parametrize("y, p, error, message", BAD_INPUTS)
+def test_bad_labels_and_probabilities_name_the_argument(metric, y, p, error, message):
+    if metric is ALL_METRICS[-1]:
+        message = message.replace("`p`", r"`probs\['p'\]`")
+    with pytest.raises(error, match=message):
+        metric(y, p)
+
+
+@pytest.mark.parametrize("metric", ALL_METRICS)
+@pytest.mark.parametrize("weights, message", [
+    ([1, -1], r"`sample_weight` must be non-negative"),
+    ([0, 0], r"`sample_weight` are all zero"),
+    ([1, 1, 1], r"length mismatch: `sample_weight` has 3"),
+    ([1, np.nan], r"`sample_weight` must be finite"),
+])
+def test_bad_weights_name_the_argument(metric, weights, message):
+    with pytest.raises(ValueError, match=message):
+        metric([0, 1], [0.5, 0.5], sample_weight=weights)
+
+
+@pytest.mark.parametrize("metric", [expected_calibration_error, reliability_curve])
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_bins": 0}, r"`n_bins` must be a positive integer"),
+    ({"n_bins": 2.5}, r"`n_bins` must be a positive integer"),
+    ({"n_bins": True}, r"`n_bins` must be a positive integer"),
+    ({"strategy": "equal"}, r"`strategy` must be one of 'uniform', 'quantile'; got 'equal'"),
+])
+def test_bad_binning_options(metric, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        metric([0, 1], [0.5, 0.5], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"base": 1}, r"`base` must be a positive number other than 1"),
+    ({"base": -2}, r"`base` must be a positive number other than 1"),
+    ({"eps": 0.5}, r"`eps` must lie in \[0, 0.5\)"),
+    ({"eps": -1e-3}, r"`eps` must lie in \[0, 0.5\)"),
+])
+def test_bad_log_loss_options(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        log_loss([0, 1], [0.5, 0.5], **kwargs)
+
+
+@pytest.mark.parametrize("function", [calibration_report, reliability_diagram])
+def test_probs_must_be_a_non_empty_mapping(function):
+    for probs in ([0.5, 0.5], {}):
+        with pytest.raises(TypeError, match=r"`probs` must be a non-empty mapping"):
+            function([0, 1], probs)
+    with pytest.raises(ValueError, match=r"`probs\['bad'\]` must lie in \[0, 1\]"):
+        function([0, 1], {"good": [0.5, 0.5], "bad": [0.5, 2.0]})
+
+
+# ---------------------------------------------------------------- plotting
+
+def test_reliability_diagram_draws_one_curve_per_model_and_a_histogram():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=200)
+    y = (rng.uniform(size=200) < p).astype(int)
+    fig, ax = plt.subplots()
+    try:
+        returned = reliability_diagram(y, {"a": p, "b": p ** 2}, ax=ax, title="t", strategy="quantile", n_bins=5)
+        assert returned is ax and ax.get_title() == "t"
+        assert len(ax.lines) == 3  # the diagonal and two curves
+        np.testing.assert_allclose(ax.lines[1].get_xdata(), reliability_curve(y, p, n_bins=5, strategy="quantile")[0])
+        [hist] = ax.child_axes
+        assert len(hist.patches) == 2
+    finally:
+        plt.close(fig)
+
+
+def test_reliability_diagram_creates_a_figure_when_no_axes_is_given():
+    ax = reliability_diagram([0, 1, 1], {"m": [0.2, 0.7, 0.9]})
+    try:
+        assert ax.figure is not None and [t.get_text() for t in ax.get_legend().get_texts()][-1] == "m"
+    finally:
+        plt.close(ax.figure)
+
+
+def test_import_does_not_load_matplotlib():
+    code = "import sys, isocal.metrics; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
