@@ -1,0 +1,551 @@
+"""Tests of isocal.core (input validation, the Numba cache fallback) and of the input contract of every public function.
+
+* `as_float_array` and friends: accepted inputs (list/tuple/float32/int/bool/read-only/strided), no copies of clean
+  float64 input, clear errors naming the argument (and, for NaN/inf, the first bad index).
+* Public functions (`isotonic_regression`, `fit_staircase`, `IsotonicCalibrator.fit/predict`) never modify the
+  caller's arrays -- checked bit for bit, including read-only arrays (which Numba would refuse to write to anyway).
+* Bad input to the public functions: each error is a ValueError/TypeError whose message names the argument.
+* The peers are silently wrong where isocal raises: scipy and scikit-learn behaviour is asserted as observed in the
+  installed versions (scipy 1.17, scikit-learn 1.9).
+* Numba cache fallback: isocal imported from a read-only directory by a user without a writable HOME must still work
+  (numba itself raises "no locator available" in that setup, which the test checks first).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import isocal
+from isocal.core import as_float_array, check_choice, check_increasing, check_same_length, check_weights
+from isocal.pava import IsotonicCalibrator, fit_staircase, isotonic_regression
+
+ISOCAL_DIR = Path(isocal.__file__).resolve().parent
+
+
+# ----------------------------------------------------------------------------------------------- as_float_array
+
+VALUES = [3.0, 1.0, 2.0, 2.0, 0.0, 5.0]
+
+
+def _readonly(a):
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+def _strided(a, dtype=np.float64):
+    base = np.zeros(2 * len(a), dtype=dtype)
+    base[::2] = a
+    return base[::2]
+
+
+INPUT_KINDS = {
+    "list": lambda v: list(v),
+    "tuple": lambda v: tuple(v),
+    "float64": lambda v: np.array(v, dtype=np.float64),
+    "float32": lambda v: np.array(v, dtype=np.float32),
+    "float16": lambda v: np.array(v, dtype=np.float16),
+    "int64": lambda v: np.array(v, dtype=np.int64),
+    "uint8": lambda v: np.array(v, dtype=np.uint8),
+    "bool": lambda v: np.array(v, dtype=bool),
+    "readonly": lambda v: _readonly(np.array(v, dtype=np.float64)),
+    "readonly-int": lambda v: _readonly(np.array(v, dtype=np.int32)),
+    "strided": lambda v: _strided(v),
+    "readonly-strided": lambda v: _readonly_view(_strided(v)),
+    "reversed-view": lambda v: np.array(v[::-1], dtype=np.float64)[::-1],
+}
+
+
+def _readonly_view(a):
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("kind", list(INPUT_KINDS))
+def test_as_float_array_accepts(kind):
+    values = [1, 0, 1, 1, 0] if kind == "bool" else VALUES
+    a = INPUT_KINDS[kind](values)
+    out = as_float_array(a, "y")
+    assert out.dtype == np.float64 and out.ndim == 1 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, np.asarray(values, dtype=np.float64))
+    if isinstance(a, np.ndarray) and not a.flags.writeable and np.shares_memory(out, a):
+        assert not out.flags.writeable, "a view of a read-only array must stay read-only"
+
+
+def test_as_float_array_does_not_copy_clean_input():
+    a = np.array(VALUES)
+    assert np.shares_memory(as_float_array(a, "y"), a)
+    ro = _readonly(VALUES)
+    assert np.shares_memory(as_float_array(ro, "y"), ro)
+
+
+def test_as_float_array_empty():
+    assert as_float_array([], "y").shape == (0,)
+    with pytest.raises(ValueError, match="`y`.*empty"):
+        as_float_array([], "y", allow_empty=False)
+
+
+@pytest.mark.parametrize("bad_index", [0, 3, 5])
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf, -np.inf])
+def test_as_float_array_rejects_nonfinite_with_name_and_first_index(bad_index, bad_value):
+    a = np.array(VALUES)
+    a[bad_index] = bad_value
+    if bad_index < 5:
+        a[5] = np.nan  # a later bad value must not be the one reported
+    with pytest.raises(ValueError, match=rf"`scores`.*index {bad_index}\b"):
+        as_float_array(a, "scores")
+
+
+def test_as_float_array_rejects_nonfinite_float32():
+    with pytest.raises(ValueError, match=r"`y`.*index 2\b"):
+        as_float_array(np.array([1, 2, np.inf], dtype=np.float32), "y")
+
+
+@pytest.mark.parametrize("bad", [
+    ["a", "b"], np.array(["1.0", "2.0"]), np.array([1.0, 2.0], dtype=object), [1.0, None], None,
+    [1 + 2j, 3.0], np.array([1, 2], dtype=np.complex64), np.array(["2020-01-01"], dtype="datetime64[D]"),
+    [b"x"],
+], ids=["str-list", "str-array", "object-floats", "with-None", "None", "complex-list", "complex64", "datetime",
+        "bytes"])
+def test_as_float_array_type_errors_name_argument(bad):
+    with pytest.raises(TypeError, match="`weights`"):
+        as_float_array(bad, "weights")
+
+
+@pytest.mark.parametrize("bad", [np.zeros((3, 2)), np.zeros((3, 1)), [[1.0, 2.0]], 3.0, np.float64(1.0)])
+def test_as_float_array_rejects_wrong_ndim(bad):
+    with pytest.raises(ValueError, match="`y`"):
+        as_float_array(bad, "y")
+
+
+@given(hnp.arrays(np.float64, st.integers(0, 50), elements=st.floats(allow_nan=True, allow_infinity=True)))
+def test_as_float_array_property(a):
+    bad = np.flatnonzero(~np.isfinite(a))
+    before = a.copy()
+    if bad.size:
+        with pytest.raises(ValueError, match=rf"`a`.*index {bad[0]}\b"):
+            as_float_array(a, "a")
+    else:
+        np.testing.assert_array_equal(as_float_array(a, "a"), a)
+    np.testing.assert_array_equal(a, before)
+
+
+# ----------------------------------------------------------------------------------------------- small helpers
+
+def test_check_same_length():
+    assert check_same_length(x=[1, 2], y=np.zeros(2), w=None) == 2
+    assert check_same_length() == 0
+    with pytest.raises(ValueError, match=r"`x` has 2.*`y` has 3"):
+        check_same_length(x=[1, 2], y=[1, 2, 3])
+
+
+def test_check_weights():
+    assert check_weights(None, 3) is None
+    np.testing.assert_array_equal(check_weights([1, 0, 2], 3), [1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match=r"`w`.*non-negative.*index 1\b"):
+        check_weights([1.0, -0.5, -1.0], 3, "w")
+    with pytest.raises(ValueError, match=r"`w`.*zero"):
+        check_weights([0.0, 0.0], 2, "w")
+    with pytest.raises(ValueError, match=r"`w`"):
+        check_weights([1.0, 1.0], 3, "w")
+    with pytest.raises(ValueError, match=r"`w`.*index 0\b"):
+        check_weights([np.nan, 1.0], 2, "w")
+    with pytest.raises(TypeError, match=r"`w`"):
+        check_weights(["a", "b"], 2, "w")
+    assert check_weights([-0.0, 1.0], 2) is not None  # negative zero is zero
+
+
+def test_check_increasing():
+    assert check_increasing(True) is True and check_increasing(np.bool_(False)) is False
+    assert check_increasing("auto", allow_auto=True) == "auto"
+    for bad in ["auto", 1, 0, None, "True", 1.0]:
+        with pytest.raises(TypeError, match="`increasing`"):
+            check_increasing(bad)
+    for bad in ["Auto", 1, None]:
+        with pytest.raises(TypeError, match="`increasing`"):
+            check_increasing(bad, allow_auto=True)
+
+
+def test_check_choice():
+    assert check_choice("step", "interpolation", ("step", "linear")) == "step"
+    for bad in ["Step", "", None, 1]:
+        with pytest.raises(ValueError, match=r"`interpolation`.*'step'.*'linear'"):
+            check_choice(bad, "interpolation", ("step", "linear"))
+
+
+# ----------------------------------------------------------------------------------------------- no mutation
+
+def _snapshot(a):
+    if isinstance(a, np.ndarray):
+        return (a.tobytes(), a.dtype, a.shape, a.strides, a.flags.writeable)
+    return repr(a)
+
+
+MUTATION_KINDS = ["list", "float64", "float32", "int64", "readonly", "readonly-int", "strided", "readonly-strided"]
+
+
+def _make(kind, values):
+    return INPUT_KINDS[kind](values)
+
+
+@pytest.mark.filterwarnings("ignore:Confidence interval of the Spearman")
+@pytest.mark.parametrize("kind", MUTATION_KINDS)
+def test_public_functions_leave_inputs_untouched(kind):
+    x_vals = [3, 1, 2, 2, 0, 5, 1, 3]       # unsorted, with ties
+    y_vals = [5, 2, 1, 4, 0, 3, 3, 1]
+    w_vals = [1, 2, 1, 3, 1, 1, 2, 1]
+    x, y, w, t = (_make(kind, v) for v in (x_vals, y_vals, w_vals, [0, 4, 2, 1]))
+    snaps = [_snapshot(a) for a in (x, y, w, t)]
+
+    isotonic_regression(y, w)
+    isotonic_regression(y, w, increasing=False)
+    for ties in ("primary", "secondary", "tertiary"):
+        # unit weights here: weighted ties="primary" can crash on rounding, see test_pava.py
+        st_ = fit_staircase(x, y, None if ties == "primary" else w, ties=ties)
+        st_(t)
+    for ties in ("secondary", "tertiary"):
+        cal = IsotonicCalibrator(ties=ties, increasing="auto").fit(x, y, sample_weight=w)
+        cal.predict(t)
+        cal.transform(t)
+    IsotonicCalibrator().fit_transform(x, y)
+    assert [_snapshot(a) for a in (x, y, w, t)] == snaps
+
+
+def test_readonly_column_input_to_calibrator():
+    X = _readonly(np.array([[3.0], [1.0], [2.0], [2.0]]))
+    y = _readonly([1.0, 0.0, 1.0, 0.0])
+    before = (X.tobytes(), y.tobytes())
+    cal = IsotonicCalibrator().fit(X, y)
+    cal.predict(X)
+    assert (X.tobytes(), y.tobytes()) == before and not X.flags.writeable and not y.flags.writeable
+
+
+@given(hnp.arrays(np.float64, st.integers(1, 40), elements=st.floats(-1e6, 1e6)),
+       st.sampled_from(["secondary", "tertiary"]))   # ties="primary" has its own (failing) tests in test_pava.py
+def test_no_mutation_property(y, ties):
+    x = np.round(y[::-1] / 3.0)
+    w = np.abs(y) + 1.0
+    y0, x0, w0 = y.copy(), x.copy(), w.copy()
+    isotonic_regression(y, w)
+    fit_staircase(x, y, w, ties=ties)(y)
+    IsotonicCalibrator(ties=ties, out_of_bounds="clip").fit(x, y, w).predict(y)
+    for a, b in ((y, y0), (x, x0), (w, w0)):
+        assert a.tobytes() == b.tobytes()
+
+
+# ----------------------------------------------------------------------------------------------- bad input
+
+Y = [3.0, 1.0, 2.0, 5.0]
+X = [0.5, 0.1, 0.3, 0.2]
+NAN_AT_2 = [3.0, 1.0, np.nan, 5.0]
+INF_AT_1 = [3.0, np.inf, 2.0, 5.0]
+
+BAD_CALLS = {
+    # isotonic_regression
+    "ir-nan-y": (lambda: isotonic_regression(NAN_AT_2), ValueError, r"`y`.*index 2\b"),
+    "ir-inf-y": (lambda: isotonic_regression(INF_AT_1), ValueError, r"`y`.*index 1\b"),
+    "ir-neginf-y": (lambda: isotonic_regression([-np.inf, 1.0]), ValueError, r"`y`.*index 0\b"),
+    "ir-nan-w": (lambda: isotonic_regression(Y, NAN_AT_2), ValueError, r"`weights`.*index 2\b"),
+    "ir-inf-w": (lambda: isotonic_regression(Y, INF_AT_1), ValueError, r"`weights`.*index 1\b"),
+    "ir-neg-w": (lambda: isotonic_regression(Y, [1.0, 1.0, -1e-300, 1.0]), ValueError, r"`weights`.*negative"),
+    "ir-zero-w": (lambda: isotonic_regression(Y, [0.0] * 4), ValueError, r"`weights`.*zero"),
+    "ir-len-w": (lambda: isotonic_regression(Y, [1.0] * 3), ValueError, r"`weights`"),
+    "ir-w-for-empty": (lambda: isotonic_regression([], [1.0]), ValueError, r"`weights`"),
+    "ir-2d-y": (lambda: isotonic_regression(np.ones((4, 2))), ValueError, r"`y`"),
+    "ir-column-y": (lambda: isotonic_regression(np.ones((4, 1))), ValueError, r"`y`"),
+    "ir-2d-w": (lambda: isotonic_regression(Y, np.ones((4, 1))), ValueError, r"`weights`"),
+    "ir-str-y": (lambda: isotonic_regression(["3", "1"]), TypeError, r"`y`"),
+    "ir-obj-y": (lambda: isotonic_regression(np.array(Y, dtype=object)), TypeError, r"`y`"),
+    "ir-complex-y": (lambda: isotonic_regression(np.array(Y) + 1j), TypeError, r"`y`"),
+    "ir-str-w": (lambda: isotonic_regression(Y, ["1"] * 4), TypeError, r"`weights`"),
+    "ir-inc-auto": (lambda: isotonic_regression(Y, increasing="auto"), TypeError, r"`increasing`"),
+    "ir-inc-int": (lambda: isotonic_regression(Y, increasing=1), TypeError, r"`increasing`"),
+    "ir-inc-none": (lambda: isotonic_regression(Y, increasing=None), TypeError, r"`increasing`"),
+    # fit_staircase
+    "fs-empty": (lambda: fit_staircase([], []), ValueError, r"`x`.*empty"),
+    "fs-empty-y": (lambda: fit_staircase([1.0], []), ValueError, r"`y`"),
+    "fs-len": (lambda: fit_staircase(X, Y[:3]), ValueError, r"`x`.*`y`|`y`.*`x`"),
+    "fs-len-w": (lambda: fit_staircase(X, Y, [1.0] * 5), ValueError, r"`weights`"),
+    "fs-nan-x": (lambda: fit_staircase(NAN_AT_2, Y), ValueError, r"`x`.*index 2\b"),
+    "fs-inf-y": (lambda: fit_staircase(X, INF_AT_1), ValueError, r"`y`.*index 1\b"),
+    "fs-nan-w": (lambda: fit_staircase(X, Y, NAN_AT_2), ValueError, r"`weights`.*index 2\b"),
+    "fs-neg-w": (lambda: fit_staircase(X, Y, [1.0, -2.0, 1.0, 1.0]), ValueError, r"`weights`.*index 1\b"),
+    "fs-zero-w": (lambda: fit_staircase(X, Y, [0.0] * 4), ValueError, r"`weights`.*zero"),
+    "fs-2d-x": (lambda: fit_staircase(np.ones((4, 2)), Y), ValueError, r"`x`"),
+    "fs-str-x": (lambda: fit_staircase(["a", "b", "c", "d"], Y), TypeError, r"`x`"),
+    "fs-obj-y": (lambda: fit_staircase(X, np.array(Y, dtype=object)), TypeError, r"`y`"),
+    "fs-ties": (lambda: fit_staircase(X, Y, ties="quaternary"), ValueError, r"`ties`"),
+    "fs-interp": (lambda: fit_staircase(X, Y, interpolation="cubic"), ValueError, r"`interpolation`"),
+    "fs-oob": (lambda: fit_staircase(X, Y, out_of_bounds="extrapolate"), ValueError, r"`out_of_bounds`"),
+    "fs-inc": (lambda: fit_staircase(X, Y, increasing="auto"), TypeError, r"`increasing`"),
+    # IsotonicCalibrator
+    "cal-empty": (lambda: IsotonicCalibrator().fit([], []), ValueError, r"`X`.*empty"),
+    "cal-len": (lambda: IsotonicCalibrator().fit(X, Y[:3]), ValueError, r"`X`.*`y`|`y`.*`X`"),
+    "cal-nan-X": (lambda: IsotonicCalibrator().fit(NAN_AT_2, Y), ValueError, r"`X`.*index 2\b"),
+    "cal-inf-y": (lambda: IsotonicCalibrator().fit(X, INF_AT_1), ValueError, r"`y`.*index 1\b"),
+    "cal-nan-w": (lambda: IsotonicCalibrator().fit(X, Y, NAN_AT_2), ValueError, r"`sample_weight`.*index 2\b"),
+    "cal-neg-w": (lambda: IsotonicCalibrator().fit(X, Y, [1, 1, 1, -1]), ValueError, r"`sample_weight`.*index 3\b"),
+    "cal-zero-w": (lambda: IsotonicCalibrator().fit(X, Y, [0] * 4), ValueError, r"`sample_weight`.*zero"),
+    "cal-len-w": (lambda: IsotonicCalibrator().fit(X, Y, [1] * 3), ValueError, r"`sample_weight`"),
+    "cal-2col-X": (lambda: IsotonicCalibrator().fit(np.ones((4, 2)), Y), ValueError, r"`X`"),
+    "cal-3d-X": (lambda: IsotonicCalibrator().fit(np.ones((4, 1, 1)), Y), ValueError, r"`X`"),
+    "cal-2d-y": (lambda: IsotonicCalibrator().fit(X, np.ones((4, 1))), ValueError, r"`y`"),
+    "cal-str-X": (lambda: IsotonicCalibrator().fit(["a", "b", "c", "d"], Y), TypeError, r"`X`"),
+    "cal-obj-y": (lambda: IsotonicCalibrator().fit(X, np.array(Y, dtype=object)), TypeError, r"`y`"),
+    "cal-ymin-gt-ymax": (lambda: IsotonicCalibrator(y_min=1.0, y_max=0.0).fit(X, Y), ValueError,
+                         r"`y_min`.*`y_max`"),
+    "cal-ymin-nan": (lambda: IsotonicCalibrator(y_min=np.nan).fit(X, Y), ValueError, r"`y_min`"),
+    "cal-ymax-str": (lambda: IsotonicCalibrator(y_max="1").fit(X, Y), ValueError, r"`y_max`"),
+    "cal-inc-str": (lambda: IsotonicCalibrator(increasing="yes").fit(X, Y), TypeError, r"`increasing`"),
+    "cal-inc-int": (lambda: IsotonicCalibrator(increasing=1).fit(X, Y), TypeError, r"`increasing`"),
+    "cal-ties": (lambda: IsotonicCalibrator(ties="none").fit(X, Y), ValueError, r"`ties`"),
+    "cal-interp": (lambda: IsotonicCalibrator(interpolation="nearest").fit(X, Y), ValueError, r"`interpolation`"),
+    "cal-oob": (lambda: IsotonicCalibrator(out_of_bounds="ignore").fit(X, Y), ValueError, r"`out_of_bounds`"),
+    "cal-predict-nan": (lambda: IsotonicCalibrator().fit(X, Y).predict([0.2, np.nan]), ValueError,
+                        r"`T`.*index 1\b"),
+    "cal-predict-2col": (lambda: IsotonicCalibrator().fit(X, Y).predict(np.ones((2, 2))), ValueError, r"`T`"),
+    "cal-predict-str": (lambda: IsotonicCalibrator().fit(X, Y).predict(["a"]), TypeError, r"`T`"),
+    "cal-predict-raise": (lambda: IsotonicCalibrator(out_of_bounds="raise").fit(X, Y).predict([0.2, 0.6]),
+                          ValueError, r"`T`.*index 1\b"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_bad_input_raises_clear_error(case):
+    call, exc, pattern = BAD_CALLS[case]
+    with pytest.raises(exc, match=pattern):
+        call()
+
+
+def test_isotonic_regression_empty_result():
+    for weights in (None, []):
+        res = isotonic_regression([], weights)
+        assert res.x.shape == (0,) and res.weights.shape == (0,)
+        np.testing.assert_array_equal(res.blocks, [0])
+    assert isotonic_regression(np.empty(0), increasing=False).blocks.tolist() == [0]
+
+
+def test_predict_before_fit():
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        IsotonicCalibrator().predict([1.0])
+
+
+# ----------------------------------------------------------------------------------------------- the peers
+
+def test_scipy_passes_nan_through_and_returns_a_non_monotone_fit():
+    from scipy.optimize import isotonic_regression as scipy_ir
+    y = np.array([1.0, 3.0, np.nan, 2.0, 0.0, 5.0])
+    fit = scipy_ir(y).x                       # no error, no warning
+    finite = fit[np.isfinite(fit)]
+    assert np.isnan(fit).sum() == 1
+    assert np.any(np.diff(finite) < 0), "scipy's 'isotonic' fit is not monotone around the NaN"
+    with pytest.raises(ValueError, match=r"`y`.*index 2\b"):
+        isotonic_regression(y)
+
+
+def test_scipy_accepts_infinite_y():
+    from scipy.optimize import isotonic_regression as scipy_ir
+    fit = scipy_ir([1.0, np.inf, 0.0]).x
+    assert np.isinf(fit).sum() == 2           # 0.0 is "fitted" as +inf
+    with pytest.raises(ValueError, match=r"`y`.*index 1\b"):
+        isotonic_regression([1.0, np.inf, 0.0])
+
+
+def test_nan_weights_peers():
+    """scipy silently returns NaN fits for a NaN weight. scikit-learn 1.9 (unlike older versions) rejects it."""
+    from scipy.optimize import isotonic_regression as scipy_ir
+    from sklearn.isotonic import IsotonicRegression
+    y = np.array([3.0, 1.0, 2.0, 5.0])
+    w = np.array([1.0, np.nan, 1.0, 1.0])
+    assert np.isnan(scipy_ir(y, weights=w).x).any()
+    with pytest.raises(ValueError, match="NaN"):
+        IsotonicRegression().fit([0.0, 1.0, 2.0, 3.0], y, sample_weight=w)
+    with pytest.raises(ValueError, match=r"`weights`.*index 1\b"):
+        isotonic_regression(y, w)
+    with pytest.raises(ValueError, match=r"`sample_weight`.*index 1\b"):
+        IsotonicCalibrator().fit([0.0, 1.0, 2.0, 3.0], y, sample_weight=w)
+
+
+@pytest.mark.parametrize("dropped", [0.0, -1.0])
+def test_sklearn_silently_drops_nonpositive_weights(dropped):
+    """scikit-learn removes samples with weight <= 0 without a word; at the ends of the score range this shrinks
+    [X_min_, X_max_], so predictions at the dropped samples' own scores become NaN (out_of_bounds='nan')."""
+    from sklearn.isotonic import IsotonicRegression
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    y = np.array([3.0, 1.0, 2.0, 5.0])
+    w = np.array([dropped, 1.0, 1.0, dropped])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # no warning either
+        sk = IsotonicRegression(out_of_bounds="nan").fit(x, y, sample_weight=w)
+    pred = sk.predict(x)
+    assert np.isnan(pred[0]) and np.isnan(pred[3]) and (sk.X_min_, sk.X_max_) == (1.0, 2.0)
+    np.testing.assert_allclose(pred[1:3], [1.0, 2.0])
+    if dropped < 0:
+        with pytest.raises(ValueError, match=r"`sample_weight`.*negative.*index 0\b"):
+            IsotonicCalibrator().fit(x, y, sample_weight=w)
+    else:
+        # isocal keeps zero-weight samples in the score range; each takes the level of the block on its left
+        # (the first block if none), so nothing is NaN at the training scores
+        cal = IsotonicCalibrator(out_of_bounds="nan").fit(x, y, sample_weight=w)
+        np.testing.assert_array_equal(cal.predict(x), [1.0, 1.0, 2.0, 2.0])
+        assert (cal.X_min_, cal.X_max_) == (0.0, 3.0)
+
+
+def test_sklearn_single_distinct_score_ignores_out_of_bounds():
+    """Peer quirk (sklearn 1.9): with a single distinct training score, IsotonicRegression predicts the constant
+    everywhere, even with out_of_bounds='nan' or 'raise'. isocal applies out_of_bounds as documented."""
+    from sklearn.isotonic import IsotonicRegression
+    x, y, t = [1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 1.0, 2.0]
+    for oob in ("nan", "raise"):
+        np.testing.assert_allclose(IsotonicRegression(out_of_bounds=oob).fit(x, y).predict(t), [2 / 3] * 3)
+    np.testing.assert_allclose(IsotonicCalibrator(out_of_bounds="nan").fit(x, y).predict(t),
+                               [np.nan, 2 / 3, np.nan])
+    with pytest.raises(ValueError, match=r"`T`.*index 0\b"):
+        IsotonicCalibrator(out_of_bounds="raise").fit(x, y).predict(t)
+    np.testing.assert_allclose(IsotonicCalibrator(out_of_bounds="clip").fit(x, y).predict(t), [2 / 3] * 3)
+
+
+# ----------------------------------------------------------------------------------------------- Numba cache fallback
+
+PROBE_MODULE = textwrap.dedent("""
+    import numba
+
+    @numba.njit(cache=True)
+    def probe():
+        return 1
+""")
+
+RUNNER = textwrap.dedent("""
+    import json, os, sys
+    out = {"uid": os.getuid(), "numba_cache_dir_env": os.environ.get("NUMBA_CACHE_DIR")}
+    try:                                   # numba on its own, before isocal touches the configuration
+        import numba_probe
+        out["probe"] = "ok"
+    except RuntimeError as err:
+        out["probe"] = str(err)
+    import isocal, isocal.core, isocal.pava
+    out["isocal_file"] = isocal.__file__
+    out["fallback"] = isocal.core.NUMBA_CACHE_FALLBACK
+    out["env_after"] = os.environ.get("NUMBA_CACHE_DIR")
+    out["fit"] = isocal.pava.isotonic_regression([3, 1, 2]).x.tolist()
+    out["staircase"] = isocal.pava.fit_staircase([2.0, 0.0, 1.0], [3.0, 1.0, 2.0])([0.5, 2.5]).tolist()
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def _strategies():
+    """Ways to run Python as someone who cannot write to the package directory or to HOME."""
+    found = []
+    if os.geteuid() != 0:
+        found.append("unprivileged")
+    else:
+        if shutil.which("setpriv"):
+            found.append("setpriv-nobody")
+        if shutil.which("unshare") and shutil.which("mount"):
+            found.append("unshare-ro-bind")
+    return found
+
+
+@pytest.fixture
+def sandbox():
+    base = Path(tempfile.mkdtemp(prefix="isocal-ro-test-"))
+    os.chmod(base, 0o755)                  # mkdtemp makes it 0700; `nobody` must traverse it
+    pkg = base / "pkg"
+    shutil.copytree(ISOCAL_DIR, pkg / "isocal", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (pkg / "numba_probe.py").write_text(PROBE_MODULE)
+    home_ro, home_rw, tmp = base / "home_ro", base / "home_rw", base / "tmp"
+    for d in (home_ro, home_rw, tmp):
+        d.mkdir()
+    (base / "run.py").write_text(RUNNER)
+    for d in (home_rw, tmp):
+        os.chmod(d, 0o777)
+    for root, dirs, files in os.walk(pkg):
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o444)
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o555)
+    os.chmod(pkg, 0o555)
+    os.chmod(home_ro, 0o555)
+    os.chmod(base / "run.py", 0o444)
+    yield base
+    for root, dirs, files in os.walk(base):
+        os.chmod(root, 0o755)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_sandboxed(strategy, base, home):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(base / "tmp"),
+           "PYTHONPATH": str(base / "pkg"), "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    py = [sys.executable, str(base / "run.py")]
+    if strategy == "setpriv-nobody":
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *py]
+    elif strategy == "unshare-ro-bind":
+        binds = " && ".join(f"mount --bind {d} {d} && mount -o remount,bind,ro {d}"
+                            for d in (base / "pkg", base / "home_ro"))
+        cmd = ["unshare", "-m", "sh", "-c", f'{binds} && exec "$0" "$@"', *py]
+    else:
+        cmd = py
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    return proc
+
+
+def _result(proc):
+    import json
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stdout + proc.stderr
+    return json.loads(line[-1][len("RESULT"):])
+
+
+def _strategy_usable(strategy, base):
+    """The sandbox can start Python with numba (e.g. the venv must be readable by `nobody`)."""
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(base / "home_ro")}
+    check = [sys.executable, "-c", "import numba, numpy, sklearn"]
+    if strategy == "setpriv-nobody":
+        check = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *check]
+    elif strategy == "unshare-ro-bind":
+        check = ["unshare", "-m", "sh", "-c", f"mount --bind {base} {base} && mount -o remount,bind,ro {base} "
+                 f"&& ! touch {base}/x 2>/dev/null && exec \"$0\" \"$@\"", *check]
+    proc = subprocess.run(check, env=env, capture_output=True, text=True, timeout=120)
+    return proc.returncode == 0, proc.stderr[-500:]
+
+
+@pytest.mark.skipif(not _strategies(), reason="needs an unprivileged user, setpriv or unshare")
+@pytest.mark.parametrize("strategy", _strategies() or ["none"])
+def test_numba_cache_fallback_readonly_package(strategy, sandbox):
+    ok, why = _strategy_usable(strategy, sandbox)
+    if not ok:
+        pytest.skip(f"{strategy} unusable here: {why}")
+
+    # 1. HOME not writable, NUMBA_CACHE_DIR unset, package directory read-only
+    res = _result(_run_sandboxed(strategy, sandbox, sandbox / "home_ro"))
+    assert res["numba_cache_dir_env"] is None
+    assert "no locator available" in res["probe"], "numba alone must fail here, or the test proves nothing"
+    assert Path(res["isocal_file"]).resolve().parent == (sandbox / "pkg" / "isocal").resolve()
+    fallback = res["fallback"]
+    assert fallback and Path(fallback).resolve().parent == (sandbox / "tmp").resolve()
+    assert res["env_after"] == fallback
+    assert res["fit"] == [2.0, 2.0, 2.0]
+    assert res["staircase"] == [1.0, 3.0]
+    cached = list(Path(fallback).rglob("*.nbi"))
+    assert any("pava" in p.name for p in cached), "the kernels must actually be cached in the fallback directory"
+    assert not list((sandbox / "pkg").rglob("__pycache__"))
+
+    # 2. the same with a writable HOME: numba's own user-wide cache works, no fallback needed
+    res = _result(_run_sandboxed(strategy, sandbox, sandbox / "home_rw"))
+    assert res["probe"] == "ok"
+    assert res["fallback"] is None and res["env_after"] is None
+    assert res["fit"] == [2.0, 2.0, 2.0]
+    cached = list((sandbox / "home_rw").rglob("*.nbi"))
+    assert any("pava" in p.name for p in cached)

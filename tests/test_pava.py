@@ -1,0 +1,880 @@
+"""Tests of isocal.pava against independent references.
+
+References (no expected value below was produced by isocal):
+* an exact PAVA in rational arithmetic (`fractions.Fraction`) and a brute force over all partitions of n <= 8
+  samples into consecutive groups;
+* `scipy.optimize.isotonic_regression` and `sklearn.isotonic.IsotonicRegression`;
+* for `fit_staircase(ties=...)`: the KKT conditions of the constrained least-squares problem, checked with
+  non-negative least squares for the multipliers (an optimality certificate; the problems are strictly convex, so
+  the optimum is unique), plus `scipy.optimize.minimize(method="SLSQP")` on the same problem;
+* a reference evaluator (Fractions / `np.interp` on hand-built knots) for `Staircase.__call__`;
+* Example 1/2 of Gokcesu & Gokcesu (levels and weights as printed in the paper).
+
+scikit-learn's `check_estimator`: `IsotonicCalibrator` is tagged like `IsotonicRegression` (one_d_array=True,
+two_d_array=False), and scikit-learn 1.9 then skips *every* check except `check_estimator_cloneable` (with one
+SkipTestWarning "Can't test estimator ... which requires input of type ..."). `test_sklearn_checks_forced_2d` runs
+the whole suite on a subclass tagged two_d_array=True; those checks feed X through `_enforce_estimator_tags_X`
+(which takes X[:, 0] for one_d_array estimators) and pass. The remaining checks do not apply to a one-feature
+estimator because they index X[:, j] for several features or fit on (n, k>1) data -- scikit-learn's own
+IsotonicRegression fails them in the same way: check_dont_overwrite_parameters, check_n_features_in(_after_fitting),
+check_sample_weights_shape, check_sample_weights_not_overwritten, check_sample_weight_equivalence_on_dense_data,
+check_dtype_object, check_estimator_sparse_array, check_f_contiguous_array_estimator, check_regressors_train,
+check_regressors_no_decision_function, check_supervised_y_2d, check_transformer_data_not_an_array,
+check_transformer_general, check_methods_sample_order_invariance, check_methods_subset_invariance,
+check_fit2d_1sample, check_fit2d_1feature, check_dict_unchanged, check_fit1d, check_fit2d_predict1d,
+check_requires_y_none, and check_array_api_input (skipped: SCIPY_ARRAY_API unset). Five more pass for
+IsotonicRegression but not for isocal on multi-column data, by design rather than by bug: check_complex_data (isocal
+raises TypeError, not ValueError, for complex input), check_estimators_empty_data_messages, check_estimators_nan_inf
+and check_estimator_sparse_tag/_matrix (isocal rejects the (n, k>1) shape or the sparse container with its own
+message before looking at the values). The 1-D versions of what those checks are about are run by hand below
+(`test_estimator_contract_by_hand`) and in test_core.py (NaN/inf, complex, empty input).
+"""
+import itertools
+import pickle
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from scipy.optimize import isotonic_regression as scipy_ir
+from scipy.optimize import minimize, nnls
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError, SkipTestWarning
+from sklearn.isotonic import IsotonicRegression
+
+from isocal.pava import IsotonicCalibrator, Staircase, fit_staircase, isotonic_regression
+
+pytestmark = [pytest.mark.filterwarnings("ignore:Confidence interval of the Spearman"),
+              pytest.mark.filterwarnings("ignore:An input array is constant")]
+
+
+# ================================================================================ exact references
+
+def exact_pava(y, w=None, increasing=True):
+    """PAVA in exact rational arithmetic: (fitted levels, block starts + [n], block weights), all Fractions.
+    Adjacent blocks with equal means are pooled, so blocks are the maximal runs of equal fitted values."""
+    n = len(y)
+    w = [1] * n if w is None else w
+    sgn = 1 if increasing else -1
+    stack = []
+    for i in range(n):
+        s, wt, start = Fraction(y[i]) * Fraction(w[i]), Fraction(w[i]), i
+        while stack and sgn * stack[-1][0] / stack[-1][1] >= sgn * s / wt:
+            ps, pw, pstart = stack.pop()
+            s, wt, start = s + ps, wt + pw, pstart
+        stack.append((s, wt, start))
+    starts = [b[2] for b in stack] + [n]
+    fit = [None] * n
+    for b, (s, wt, _) in enumerate(stack):
+        fit[starts[b]:starts[b + 1]] = [s / wt] * (starts[b + 1] - starts[b])
+    return fit, starts, [b[1] for b in stack]
+
+
+def runs(values):
+    """Start indices of maximal runs of equal values, followed by len(values)."""
+    if not len(values):
+        return [0]
+    return [0] + [i for i in range(1, len(values)) if values[i] != values[i - 1]] + [len(values)]
+
+
+def brute_force(y, w=None, increasing=True):
+    """Minimum weighted squared error over all partitions into consecutive groups whose (weighted-mean) levels are
+    monotone; returns (minimum, set of fitted vectors attaining it), in exact arithmetic."""
+    n = len(y)
+    y = [Fraction(v) for v in y]
+    w = [Fraction(1)] * n if w is None else [Fraction(v) for v in w]
+    best, argbest = None, set()
+    for cuts in itertools.product((False, True), repeat=n - 1):
+        bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
+        levels = []
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            levels.append(sum(w[i] * y[i] for i in range(a, b)) / sum(w[a:b]))
+        steps = [b - a for a, b in zip(levels[:-1], levels[1:])]
+        if any((s < 0) if increasing else (s > 0) for s in steps):
+            continue
+        fit = tuple(levels[k] for k in range(len(levels)) for _ in range(bounds[k + 1] - bounds[k]))
+        loss = sum(w[i] * (y[i] - fit[i]) ** 2 for i in range(n))
+        if best is None or loss < best:
+            best, argbest = loss, {fit}
+        elif loss == best:
+            argbest.add(fit)
+    return best, argbest
+
+
+def running_mean_pava(y, increasing=True):
+    """The textbook float PAVA that keeps each block's running mean (as many implementations do)."""
+    sgn = 1.0 if increasing else -1.0
+    stack = []
+    for i, v in enumerate(y):
+        m, wt, start = float(v), 1.0, i
+        while stack and sgn * stack[-1][0] >= sgn * m:
+            pm, pw, pstart = stack.pop()
+            m, wt, start = (pm * pw + m * wt) / (pw + wt), pw + wt, pstart
+        stack.append((m, wt, start))
+    starts = [b[2] for b in stack] + [len(y)]
+    fit = np.empty(len(y))
+    for b, (m, _, _) in enumerate(stack):
+        fit[starts[b]:starts[b + 1]] = m
+    return fit, starts
+
+
+def as_floats(fractions):
+    return np.array([float(f) for f in fractions])   # float(Fraction) is correctly rounded
+
+
+# ================================================================================ isotonic_regression: exact
+
+def test_paper_example():
+    """Example 1/2 of Gokcesu & Gokcesu: four blocks with levels 32, 47, 55, 69 and weights 4, 5, 5, 1."""
+    y = [44, 52, 18, 14, 93, 37, 96, 8, 1, 95, 21, 77, 46, 36, 69]
+    res = isotonic_regression(y)
+    np.testing.assert_array_equal(res.x, np.repeat([32.0, 47.0, 55.0, 69.0], [4, 5, 5, 1]))
+    np.testing.assert_array_equal(res.weights, [4.0, 5.0, 5.0, 1.0])
+    np.testing.assert_array_equal(res.blocks, [0, 4, 9, 14, 15])
+    mirrored = isotonic_regression([-v for v in y], increasing=False)
+    np.testing.assert_array_equal(mirrored.x, -res.x)
+    np.testing.assert_array_equal(mirrored.blocks, res.blocks)
+    fit, starts, wts = exact_pava(y)            # the reference agrees with the paper
+    assert starts == [0, 4, 9, 14, 15] and wts == [4, 5, 5, 1]
+
+
+def test_result_is_a_scipy_like_mapping():
+    res = isotonic_regression([3.0, 1.0, 2.0])
+    assert set(res) == {"x", "weights", "blocks"}
+    assert res["x"] is res.x and res.blocks.dtype.kind == "i"
+    assert "IsotonicResult" in repr(res)
+
+
+small_ints = st.integers(-5, 5)
+
+
+@given(st.lists(small_ints, min_size=0, max_size=60), st.booleans(), st.data())
+def test_exact_on_integer_data(y, increasing, data):
+    """Integer y and integer weights: sums are exact in float64, so isocal must reproduce the exact solution:
+    correctly rounded levels, the exact blocks (maximal runs of equal levels) and exact block weights."""
+    w = data.draw(st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=len(y), max_size=len(y))))
+    fit, starts, wts = exact_pava(y, w, increasing)
+    res = isotonic_regression(y, w, increasing=increasing)
+    np.testing.assert_array_equal(res.x, as_floats(fit))
+    assert res.blocks.tolist() == starts == runs(fit)
+    np.testing.assert_array_equal(res.weights, as_floats(wts))
+
+
+def test_exact_on_binary_labels():
+    """0/1 labels (the calibration case): isocal's blocks and levels equal exact rational PAVA, bit for bit."""
+    rng = np.random.default_rng(20240501)
+    for trial in range(300):
+        n = int(rng.integers(1, 400))
+        p = np.sort(rng.random(n)) if trial % 2 else np.full(n, rng.random())
+        y = (rng.random(n) < p).astype(int)
+        fit, starts, wts = exact_pava(list(y))
+        res = isotonic_regression(y.astype(float))
+        assert res.blocks.tolist() == starts
+        np.testing.assert_array_equal(res.x, as_floats(fit))
+        np.testing.assert_array_equal(res.weights, as_floats(wts))
+        dec = isotonic_regression(y, increasing=False)
+        fit_d, starts_d, _ = exact_pava(list(y), increasing=False)
+        assert dec.blocks.tolist() == starts_d
+        np.testing.assert_array_equal(dec.x, as_floats(fit_d))
+
+
+def test_running_mean_float_pava_can_split_a_block():
+    """A running-mean PAVA in floats leaves two adjacent blocks whose exact levels are both 1/2 (it rounds one of
+    them to just below 1/2 and stops pooling); isocal's cross-multiplied integer sums get the exact blocks."""
+    y = [0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0]
+    fit, starts, _ = exact_pava(y)
+    rm_fit, rm_starts = running_mean_pava(y)
+    assert rm_starts != starts                       # the float implementation is wrong here...
+    assert not np.array_equal(rm_fit, as_floats(fit))
+    res = isotonic_regression(y)                     # ...and isocal is exact
+    assert res.blocks.tolist() == starts
+    np.testing.assert_array_equal(res.x, as_floats(fit))
+
+
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=8), st.booleans(), st.data())
+def test_brute_force_optimal_and_unique_integers(y, increasing, data):
+    w = data.draw(st.one_of(st.none(), st.lists(st.integers(1, 4), min_size=len(y), max_size=len(y))))
+    best, argbest = brute_force(y, w, increasing)
+    assert len(argbest) == 1, "positive weights: the minimiser is unique"
+    (exact,) = argbest
+    res = isotonic_regression(y, w, increasing=increasing)
+    np.testing.assert_array_equal(res.x, as_floats(exact))
+    assert res.blocks.tolist() == runs(exact)
+
+
+@given(st.lists(st.floats(-1e3, 1e3, allow_subnormal=False), min_size=1, max_size=8), st.booleans(), st.data())
+def test_brute_force_optimal_floats(y, increasing, data):
+    w = data.draw(st.one_of(st.none(), st.lists(st.floats(1e-3, 1e3), min_size=len(y), max_size=len(y))))
+    best, argbest = brute_force(y, w, increasing)
+    assert len(argbest) == 1
+    (exact,) = argbest
+    res = isotonic_regression(y, w, increasing=increasing)
+    scale = max(1.0, max(abs(v) for v in y))
+    np.testing.assert_allclose(res.x, as_floats(exact), rtol=0, atol=1e-12 * scale)
+    # the objective at isocal's solution is the minimum up to rounding
+    ww = [Fraction(1)] * len(y) if w is None else [Fraction(v) for v in w]
+    loss = sum(wi * (Fraction(yi) - Fraction(xi)) ** 2 for wi, yi, xi in zip(ww, y, res.x))
+    assert float(loss - best) <= 1e-9 * scale ** 2 * float(sum(ww))
+
+
+def test_brute_force_rejects_wrong_answers():
+    """The brute force is a real check: a slightly different (still monotone) fit is not the minimiser."""
+    y = [44, 52, 18, 14, 93]
+    best, (exact,) = brute_force(y)
+    wrong = list(exact)
+    wrong[-1] += Fraction(1, 10**6)
+    assert tuple(wrong) != exact
+    assert sum((Fraction(a) - b) ** 2 for a, b in zip(y, wrong)) > best
+
+
+# ================================================================================ isotonic_regression vs scipy
+
+def _compare_with_scipy(y, w, increasing):
+    ref = scipy_ir(y, weights=w, increasing=increasing)
+    res = isotonic_regression(y, w, increasing=increasing)
+    scale = float(np.abs(y).max())
+    np.testing.assert_allclose(res.x, ref.x, rtol=0, atol=1e-12 * scale)
+    assert res.blocks[0] == 0 and res.blocks[-1] == len(y)
+    np.testing.assert_allclose(res.weights.sum(), len(y) if w is None else np.sum(w), rtol=1e-12)
+    # compare the block structure where it is unambiguous: adjacent levels clearly apart in both
+    gaps_ref = np.abs(np.diff(ref.x[ref.blocks[:-1]]))
+    gaps_res = np.abs(np.diff(res.x[res.blocks[:-1]]))
+    if np.all(gaps_ref > 1e-9 * scale) and np.all(gaps_res > 1e-9 * scale):
+        np.testing.assert_array_equal(res.blocks, ref.blocks)
+        np.testing.assert_allclose(res.weights, ref.weights, rtol=1e-12)
+        return True
+    return False
+
+
+@st.composite
+def scaled_problems(draw, max_n=300):
+    n = draw(st.integers(1, max_n))
+    tied = draw(st.booleans())
+    if tied:
+        y = np.array(draw(st.lists(st.integers(-4, 4), min_size=n, max_size=n)), dtype=float)
+    else:   # values on a 1e-6 grid of [-1, 1]: the whole array is then scaled by 10**k
+        y = np.array(draw(st.lists(st.integers(-10**6, 10**6), min_size=n, max_size=n))) / 1e6
+    y = y * 10.0 ** draw(st.integers(-12, 12))
+    if draw(st.booleans()):
+        w = 10.0 ** np.array(draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n)))
+    else:
+        w = None
+    return y, w, draw(st.booleans())
+
+
+@given(scaled_problems())
+def test_matches_scipy_property(problem):
+    y, w, increasing = problem
+    assume(np.abs(y).max() > 0)
+    _compare_with_scipy(y, w, increasing)
+
+
+def test_matches_scipy_seeded_up_to_2000():
+    rng = np.random.default_rng(7)
+    compared_blocks = 0
+    for trial in range(240):
+        n = int(rng.integers(1, 2001))
+        kind = trial % 4
+        if kind == 0:
+            y = rng.normal(size=n).cumsum() * 0.1 + rng.normal(size=n)
+        elif kind == 1:
+            y = rng.integers(-3, 4, n).astype(float)
+        elif kind == 2:
+            y = rng.standard_cauchy(n)
+        else:
+            y = (rng.random(n) < np.linspace(0.1, 0.9, n)).astype(float)
+        y = y * 10.0 ** rng.uniform(-12, 12)
+        if not np.abs(y).any():
+            continue
+        w = None if trial % 3 == 0 else 10.0 ** rng.uniform(-3, 3, n)
+        compared_blocks += _compare_with_scipy(y, w, bool(trial % 2))
+    assert compared_blocks > 100
+
+
+def test_decreasing_is_exact_mirror():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(1, 300))
+        y, w = rng.normal(size=n), 10 ** rng.uniform(-3, 3, n)
+        dec = isotonic_regression(y, w, increasing=False)
+        inc = isotonic_regression(-y, w)
+        np.testing.assert_array_equal(dec.x, -inc.x)
+        np.testing.assert_array_equal(dec.blocks, inc.blocks)
+        rev = isotonic_regression(y[::-1], w[::-1], increasing=False)
+        np.testing.assert_allclose(rev.x[::-1], isotonic_regression(y, w).x, rtol=0, atol=1e-12 * np.abs(y).max())
+
+
+@given(st.lists(st.floats(-1e6, 1e6).filter(lambda v: v == 0 or abs(v) > 1e-200), min_size=1, max_size=50),
+       st.data(), st.integers(-60, 60),
+       st.integers(-60, 60))
+def test_power_of_two_scaling_is_exact(y, data, ky, kw):
+    """Scaling y by 2**ky scales the fit exactly; scaling the weights by 2**kw changes nothing (exact in floats)."""
+    w = np.array(data.draw(st.lists(st.floats(1e-3, 1e3), min_size=len(y), max_size=len(y))))
+    y = np.array(y)
+    base = isotonic_regression(y, w)
+    scaled = isotonic_regression(y * 2.0 ** ky, w * 2.0 ** kw)
+    np.testing.assert_array_equal(scaled.x, base.x * 2.0 ** ky)
+    np.testing.assert_array_equal(scaled.blocks, base.blocks)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-170, 1e160, 1e200])
+def test_weights_scale_invariance_extreme(scale):
+    """BUG: the pooling test compares cross products s_prev*w_new >= s_new*w_prev, which underflow to 0 (tiny
+    weights) or overflow to inf (huge weights): 0 >= 0 and inf >= inf pool blocks that are in order.
+    The fit must not depend on the unit of the weights (scipy gets this right)."""
+    y = np.array([1.0, 2.0, 0.5, 3.0])
+    w = np.array([1.0, 2.0, 1.0, 1.0]) * scale
+    ref = scipy_ir(y, weights=w).x
+    np.testing.assert_allclose(ref, [1.0, 1.5, 1.5, 3.0])        # scipy: unit-free
+    np.testing.assert_allclose(isotonic_regression(y, w).x, ref, rtol=1e-12)
+
+
+# ================================================================================ zero weights
+
+@given(st.lists(st.tuples(st.floats(-1e3, 1e3), st.sampled_from([0.0, 0.0, 0.5, 1.0, 3.0]),
+                          st.floats(-1e300, 1e300)), min_size=1, max_size=40), st.booleans())
+def test_zero_weights(samples, increasing):
+    y = np.array([s[0] for s in samples])
+    w = np.array([s[1] for s in samples])
+    assume(w.any())
+    y[w == 0] = [s[2] for s in samples if s[1] == 0]      # a zero-weight sample's value must not matter at all
+    pos = np.flatnonzero(w > 0)
+    res = isotonic_regression(y, w, increasing=increasing)
+    reduced = isotonic_regression(y[pos], w[pos], increasing=increasing)
+    np.testing.assert_array_equal(res.x[pos], reduced.x)
+    np.testing.assert_allclose(reduced.x, scipy_ir(y[pos], weights=w[pos], increasing=increasing).x,
+                               rtol=0, atol=1e-12 * np.abs(y[pos]).max())
+    for i in np.flatnonzero(w == 0):
+        left = pos[pos < i]
+        source = left[-1] if left.size else pos[0]        # level of the block on its left, else the first block
+        assert res.x[i] == res.x[source]
+    np.testing.assert_allclose(res.weights.sum(), w.sum())
+    assert np.all(np.diff(res.x) >= 0) if increasing else np.all(np.diff(res.x) <= 0)
+
+
+def test_zero_weights_examples():
+    res = isotonic_regression([5.0, 1.0, 9.0, 2.0, 7.0], [0.0, 1.0, 0.0, 1.0, 0.0])
+    # positive-weight samples 1.0, 2.0 stay apart; the zero-weight ones copy their left neighbour (first: right)
+    np.testing.assert_array_equal(res.x, [1.0, 1.0, 1.0, 2.0, 2.0])
+    res = isotonic_regression([3.0, 0.0, 1.0], [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(res.x, [2.0, 2.0, 2.0])
+
+
+# ================================================================================ fit_staircase vs constrained LS
+
+def tie_groups(x):
+    return [np.flatnonzero(x == u) for u in np.unique(x)]
+
+
+def constraints(x, w, ties, increasing=True):
+    """(A, E): the fit f is feasible iff A @ f >= 0 and E @ f == 0, for each treatment of tied scores."""
+    n, s = len(x), (1.0 if increasing else -1.0)
+    groups = tie_groups(x)
+    ineq, eq = [], []
+    for g0, g1 in zip(groups[:-1], groups[1:]):
+        if ties == "primary":            # any sample at a larger score is not below any at a smaller score
+            for i in g0:
+                for j in g1:
+                    a = np.zeros(n)
+                    a[j], a[i] = s, -s
+                    ineq.append(a)
+        elif ties == "secondary":        # tied samples share a value, the values are monotone
+            a = np.zeros(n)
+            a[g1[0]], a[g0[0]] = s, -s
+            ineq.append(a)
+        else:                            # tertiary: only the weighted means of the tie groups are monotone
+            a = np.zeros(n)
+            a[g1] = s * w[g1] / w[g1].sum()
+            a[g0] = -s * w[g0] / w[g0].sum()
+            ineq.append(a)
+    if ties == "secondary":
+        for g in groups:
+            for i in g[1:]:
+                a = np.zeros(n)
+                a[i], a[g[0]] = 1.0, -1.0
+                eq.append(a)
+    return np.array(ineq).reshape(-1, n), np.array(eq).reshape(-1, n)
+
+
+def kkt_violation(f, x, y, w, ties, increasing=True):
+    """Largest violation of the KKT conditions of min sum w (y - f)^2 s.t. the constraints: infeasibility, or the
+    residual of grad = A_active^T lam + E^T mu with lam >= 0 (found by NNLS). ~0 iff f is the (unique) optimum."""
+    A, E = constraints(x, w, ties, increasing)
+    scale = max(1.0, np.abs(y).max())
+    infeas = max([0.0] + ([-(A @ f).min()] if len(A) else []) + ([np.abs(E @ f).max()] if len(E) else []))
+    active = A[(A @ f) <= 1e-10 * scale] if len(A) else A
+    grad = 2 * w * (f - y)
+    M = np.vstack([active, E, -E]).T if len(active) + len(E) else np.zeros((len(f), 0))
+    if M.shape[1] == 0:
+        return max(infeas, np.abs(grad).max()) / scale
+    lam, _ = nnls(M, grad, maxiter=20 * M.shape[1] + 100)
+    return max(infeas, np.abs(M @ lam - grad).max()) / scale
+
+
+def slsqp(x, y, w, ties, increasing=True):
+    A, E = constraints(x, w, ties, increasing)
+    cons = [{"type": "ineq", "fun": lambda f: A @ f, "jac": lambda f: A}] if len(A) else []
+    if len(E):
+        cons.append({"type": "eq", "fun": lambda f: E @ f, "jac": lambda f: E})
+    f0 = np.full(len(y), np.average(y, weights=w))
+    return minimize(lambda f: np.sum(w * (f - y) ** 2), f0, jac=lambda f: 2 * w * (f - y), constraints=cons,
+                    method="SLSQP", options={"ftol": 1e-15, "maxiter": 2000})
+
+
+def test_kkt_certificate_rejects_wrong_answers():
+    x, y, w = np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.5]), np.ones(3)
+    primary = np.array([0.75, 0.0, 0.75])             # PAVA on y sorted by (x, y): 0, 1, 0.5 -> 0, .75, .75
+    secondary = np.array([0.5, 0.5, 0.5])
+    assert kkt_violation(primary, x, y, w, "primary") < 1e-12
+    assert kkt_violation(secondary, x, y, w, "secondary") < 1e-12
+    assert kkt_violation(secondary, x, y, w, "primary") > 1e-3          # feasible but not optimal
+    assert kkt_violation(primary, x, y, w, "secondary") > 1e-3          # infeasible
+    assert kkt_violation(primary + 1e-6, x, y, w, "primary") > 1e-7
+
+
+@st.composite
+def tied_problems(draw, max_n=12, weighted=None):
+    n = draw(st.integers(1, max_n))
+    k = draw(st.integers(1, 5))
+    x = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), dtype=float) * 0.5 - 1
+    y = np.array(draw(st.lists(st.floats(-10, 10).map(lambda v: round(v, 3)), min_size=n, max_size=n)))
+    weighted = draw(st.booleans()) if weighted is None else weighted
+    w = 10.0 ** np.array(draw(st.lists(st.floats(-2, 2), min_size=n, max_size=n))) if weighted else None
+    return x, y, w, draw(st.booleans())
+
+
+@pytest.mark.parametrize("ties", ["primary", "secondary", "tertiary"])
+@given(problem=tied_problems())
+def test_fit_staircase_is_the_constrained_optimum(ties, problem):
+    x, y, w, increasing = problem
+    st_ = fit_staircase(x, y, w, ties=ties, increasing=increasing)
+    ww = np.ones(len(y)) if w is None else w
+    assert kkt_violation(st_.fitted, x, y, ww, ties, increasing) < 1e-9
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "weighted"])
+@pytest.mark.parametrize("ties", ["primary", "secondary", "tertiary"])
+def test_fit_staircase_matches_slsqp(ties, weighted):
+    rng = np.random.default_rng(11)
+    converged = 0
+    for trial in range(60):
+        n = int(rng.integers(1, 11))
+        x = rng.integers(0, 4, n).astype(float)
+        y = np.round(rng.normal(size=n), 3)
+        w = 10 ** rng.uniform(-1, 1, n) if weighted else np.ones(n)
+        increasing = bool(trial % 2)
+        fitted = fit_staircase(x, y, w if weighted else None, ties=ties, increasing=increasing).fitted
+        ref = slsqp(x, y, w, ties, increasing)
+        if ref.success:
+            converged += 1
+            np.testing.assert_allclose(fitted, ref.x, rtol=0, atol=1e-6)
+            assert np.sum(w * (fitted - y) ** 2) <= ref.fun + 1e-9
+    assert converged >= 45
+
+
+def test_primary_ties_staircase_minimal_reproducer():
+    """BUG: ties="primary" builds each distinct score's level as the weighted mean of its samples' fitted values;
+    for a block spanning several scores the rounded means differ in the last bit (0.1+0.1+0.1)/3 != 0.1, so the
+    levels are not monotone and `Staircase` raises "`levels` must be non-decreasing" -- on constant data."""
+    x, y = [0.0, 0.0, 0.0, 1.0], [0.1, 0.1, 0.1, 0.1]
+    st_ = fit_staircase(x, y, ties="primary")
+    np.testing.assert_array_equal(st_.fitted, y)
+    np.testing.assert_array_equal(st_([0.0, 0.5, 1.0]), [0.1, 0.1, 0.1])
+
+
+def test_primary_ties_weighted_minimal_reproducer():
+    """BUG (same cause, no ties at all): the exact solution pools both samples at 0.4; the per-score levels
+    (0.2*0.4)/0.2 and (0.3*0.4)/0.3 round to 0.4000000000000001 and 0.39999999999999997."""
+    st_ = fit_staircase([0.0, 1.0], [1.0, 0.0], [0.2, 0.3], ties="primary")
+    np.testing.assert_allclose(st_.fitted, [0.4, 0.4], rtol=1e-15)
+    cal = IsotonicCalibrator(ties="primary").fit([0.0, 1.0], [1.0, 0.0], sample_weight=[0.2, 0.3])
+    np.testing.assert_allclose(cal.predict([0.0, 0.5, 1.0]), [0.4] * 3, rtol=1e-15)
+
+
+def test_primary_ties_single_level_is_one_step():
+    """With the above bug the levels of one pooled block differ by an ulp and no longer collapse into one step."""
+    st_ = fit_staircase([0.0, 1.0, 1.0, 1.0], [0.4, 0.0, 0.0, 0.0], ties="primary")
+    np.testing.assert_allclose(st_.fitted, [0.1] * 4, rtol=1e-15)
+    assert st_.n_steps == 1
+
+
+@pytest.mark.parametrize("ties", ["secondary", "tertiary"])
+@given(problem=tied_problems(max_n=30))
+def test_tie_treatment_properties(ties, problem):
+    x, y, w, increasing = problem
+    ww = np.ones(len(y)) if w is None else w
+    st_ = fit_staircase(x, y, w, ties=ties, increasing=increasing)
+    f = st_.fitted
+    sign = 1 if increasing else -1
+    scale = max(1.0, np.abs(y).max())
+    means = []
+    for g in tie_groups(x):
+        if ties == "secondary":
+            assert np.all(f[g] == f[g[0]])                                  # tied scores share one value
+        else:
+            np.testing.assert_allclose(f[g] - y[g], f[g[0]] - y[g[0]], atol=1e-12 * scale)   # shifted group
+        means.append(np.average(f[g], weights=ww[g]))
+    assert np.all(sign * np.diff(means) >= -1e-12 * scale)
+    # the staircase gives each distinct training score its group's (weighted mean) level
+    ux = np.unique(x)
+    np.testing.assert_allclose(st_(ux), means, rtol=0, atol=1e-12 * scale)
+    if ties == "secondary":
+        np.testing.assert_array_equal(st_(x), f)
+    # permuting the samples permutes the fit
+    perm = np.random.default_rng(len(x)).permutation(len(x))
+    again = fit_staircase(x[perm], y[perm], None if w is None else w[perm], ties=ties, increasing=increasing)
+    np.testing.assert_allclose(again.fitted, f[perm], rtol=0, atol=1e-12 * scale)
+
+
+def test_tie_treatments_on_a_small_example():
+    """x = 0, 0, 1 and y = 1, 0, 0.5 (unit weights), solved by hand:
+    primary: sort the tie by y -> PAVA(0, 1, 0.5) = 0, .75, .75; secondary: means 0.5, 0.5 -> all 0.5;
+    tertiary: group means 0.5, 0.5 are in order -> y unchanged."""
+    x, y = [0.0, 0.0, 1.0], [1.0, 0.0, 0.5]
+    np.testing.assert_allclose(fit_staircase(x, y, ties="secondary").fitted, [0.5, 0.5, 0.5])
+    np.testing.assert_allclose(fit_staircase(x, y, ties="tertiary").fitted, [1.0, 0.0, 0.5])
+    np.testing.assert_allclose(fit_staircase(x, y, ties="primary").fitted, [0.75, 0.0, 0.75])
+
+
+# ================================================================================ Staircase evaluation
+
+def reference_eval(lo, hi, levels, t, interpolation, oob):
+    """The documented semantics, in exact arithmetic: constant on [lo_b, hi_b]; between hi_b and lo_{b+1} either
+    the left level (step) or the straight line (linear); outside [lo_0, hi_last]: NaN, clip, or ValueError."""
+    out = []
+    for v in t:
+        if v < lo[0] or v > hi[-1]:
+            if oob == "raise":
+                raise ValueError
+            out.append(np.nan if oob == "nan" else float(levels[0] if v < lo[0] else levels[-1]))
+            continue
+        b = max(i for i in range(len(lo)) if lo[i] <= v)
+        if v <= hi[b] or interpolation == "step":
+            out.append(float(levels[b]))
+        else:
+            frac = (Fraction(v) - Fraction(hi[b])) / (Fraction(lo[b + 1]) - Fraction(hi[b]))
+            out.append(float(Fraction(levels[b]) + (Fraction(levels[b + 1]) - Fraction(levels[b])) * frac))
+    return np.array(out)
+
+
+LO, HI, LEVELS = [0.0, 2.0, 5.0], [1.0, 2.0, 7.0], [0.0, 1.0, 3.0]
+QUERIES = [-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.5, 5.0, 6.0, 7.0, 8.0]
+# hand-computed: step holds the left level in gaps; linear: 1.5 -> 0.5, 3.5 -> 1 + 2 * (1.5 / 3) = 2
+HAND = {"step": [0, 0, 0, 0, 0, 1, 1, 3, 3, 3, 3], "linear": [0, 0, 0, 0, 0.5, 1, 2, 3, 3, 3, 3]}
+
+
+@pytest.mark.parametrize("interpolation", ["step", "linear"])
+@pytest.mark.parametrize("oob", ["nan", "clip", "raise"])
+def test_staircase_hand_example(interpolation, oob):
+    sc = Staircase(LO, HI, LEVELS, interpolation=interpolation, out_of_bounds=oob)
+    expected = np.array(HAND[interpolation], dtype=float)
+    if oob == "nan":
+        expected[[0, -1]] = np.nan
+    inside = QUERIES[1:-1]
+    if oob == "raise":
+        np.testing.assert_array_equal(sc(inside), expected[1:-1])
+        for i, bad in [(0, -1.0), (1, 8.0), (1, np.nextafter(7.0, 8.0)), (1, np.nextafter(0.0, -1.0))]:
+            with pytest.raises(ValueError, match=rf"`x_new`.*index {i}\b"):
+                sc([3.0, bad] if i == 1 else [bad, 3.0])
+    else:
+        np.testing.assert_array_equal(sc(QUERIES), expected)
+    np.testing.assert_array_equal(sc(inside), reference_eval(LO, HI, LEVELS, inside, interpolation, oob))
+    # decreasing mirror
+    dec = Staircase(LO, HI, [-v for v in LEVELS], increasing=False, interpolation=interpolation,
+                    out_of_bounds=oob)
+    np.testing.assert_array_equal(dec(inside), -expected[1:-1])
+    assert sc.n_steps == 3 and list(sc.thresholds) == LO
+
+
+@pytest.mark.parametrize("oob", ["nan", "clip", "raise"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_staircase_rejects_nonfinite_queries(oob, bad):
+    sc = Staircase(LO, HI, LEVELS, out_of_bounds=oob)
+    with pytest.raises(ValueError, match=r"`x_new`.*finite.*index 2\b"):
+        sc([0.5, 1.0, bad, 2.0])
+
+
+def test_staircase_validation():
+    with pytest.raises(ValueError):
+        Staircase([0.0, 1.0], [1.5, 2.0], [0.0, 1.0])        # overlapping blocks
+    with pytest.raises(ValueError):
+        Staircase([0.0, 1.0], [0.5, 2.0], [1.0, 0.0])        # decreasing levels, increasing staircase
+    with pytest.raises(ValueError):
+        Staircase([0.0, 1.0], [0.5], [1.0, 0.0])
+    with pytest.raises(ValueError, match="`x_lo`"):
+        Staircase([], [], [])
+    with pytest.raises(ValueError, match="`interpolation`"):
+        Staircase([0.0], [1.0], [0.0], interpolation="cubic")
+    sc = Staircase([0.0], [0.0], [2.5], out_of_bounds="clip")   # a single point
+    np.testing.assert_array_equal(sc([-1.0, 0.0, 1.0]), [2.5, 2.5, 2.5])
+
+
+@st.composite
+def staircases(draw):
+    k = draw(st.integers(1, 6))
+    pts = sorted(set(draw(st.lists(st.integers(-50, 50), min_size=2 * k, max_size=2 * k + 6))))
+    assume(len(pts) >= 1)
+    # choose blocks: each block uses one or two consecutive breakpoints
+    lo, hi, i = [], [], 0
+    while i < len(pts) and len(lo) < k:
+        single = draw(st.booleans()) or i + 1 == len(pts)
+        lo.append(pts[i] / 4)
+        hi.append(pts[i] / 4 if single else pts[i + 1] / 4)
+        i += 1 if single else 2
+    levels = sorted(draw(st.lists(st.integers(-20, 20), min_size=len(lo), max_size=len(lo))))
+    levels = [v / 8 for v in levels]
+    return lo, hi, levels
+
+
+@given(staircases(), st.sampled_from(["step", "linear"]), st.sampled_from(["nan", "clip", "raise"]),
+       st.lists(st.floats(-20, 20), max_size=10))
+def test_staircase_matches_reference(sc_def, interpolation, oob, extra):
+    lo, hi, levels = sc_def
+    sc = Staircase(lo, hi, levels, interpolation=interpolation, out_of_bounds=oob)
+    ends = lo + hi
+    mids = [(a + b) / 2 for a, b in zip(hi[:-1], lo[1:])]
+    t = np.array(ends + mids + extra + [lo[0] - 1, hi[-1] + 1, np.nextafter(hi[-1], np.inf)])
+    t = np.random.default_rng(len(t)).permutation(t)         # unsorted queries
+    outside = (t < lo[0]) | (t > hi[-1])
+    if oob == "raise" and outside.any():
+        with pytest.raises(ValueError, match=rf"`x_new`.*index {np.argmax(outside)}\b"):
+            sc(t)
+        t = t[~outside]
+    expected = reference_eval(lo, hi, levels, t, interpolation, oob)
+    got = sc(t)
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-14, equal_nan=True)
+    np.testing.assert_array_equal(sc(np.array(ends)), reference_eval(lo, hi, levels, ends, interpolation, oob))
+    if interpolation == "linear":   # independent float reference: np.interp on hand-built knots
+        kx = [v for a, b in zip(lo, hi) for v in ((a,) if a == b else (a, b))]
+        ky = [l for a, b, l in zip(lo, hi, levels) for _ in ((a,) if a == b else (a, b))]
+        inside = ~((t < lo[0]) | (t > hi[-1]))
+        np.testing.assert_allclose(got[inside], np.interp(t[inside], kx, ky), rtol=1e-14, atol=1e-14)
+
+
+def test_fit_staircase_evaluation_options():
+    x = np.array([3.0, 0.0, 1.0, 1.0, 2.0, 5.0])
+    y = np.array([4.0, 0.0, 2.0, 0.0, 1.0, 2.0])
+    # secondary, by hand: scores 0, 1, 2, 3, 5 have means 0, 1, 1, 4, 2 (weights 1, 2, 1, 1, 1)
+    # -> blocks [0, 0]: 0, [1, 2]: 1 (1 and 1 pool), [3, 5]: 3 (4 and 2 pool)
+    t = [-1.0, 0.5, 1.0, 2.0, 2.5, 3.0, 5.0, 9.0]
+    expected = {"step": [0, 0, 1, 1, 1, 3, 3, 3], "linear": [0, 0.5, 1, 1, 2, 3, 3, 3]}   # clip at both ends
+    for interpolation in ("step", "linear"):
+        sc = fit_staircase(x, y, interpolation=interpolation, out_of_bounds="clip")
+        np.testing.assert_array_equal(sc(t), expected[interpolation])
+        np.testing.assert_array_equal(sc.fitted, [3.0, 0.0, 1.0, 1.0, 1.0, 3.0])
+        np.testing.assert_array_equal(sc.x_lo, [0, 1, 3])
+        np.testing.assert_array_equal(sc.x_hi, [0, 2, 5])
+    sc = fit_staircase(x, y, out_of_bounds="nan")
+    assert np.isnan(sc([-0.1, 5.1])).all()
+    with pytest.raises(ValueError, match="`x_new`"):
+        fit_staircase(x, y, out_of_bounds="raise")([5.5])
+
+
+# ================================================================================ IsotonicCalibrator vs sklearn
+
+@st.composite
+def calibration_problems(draw, max_n=60):
+    n = draw(st.integers(1, max_n))
+    k = draw(st.integers(1, 12))
+    x = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), dtype=float) * 0.37 - 1.1
+    if draw(st.booleans()):
+        y = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), dtype=float)
+    else:
+        y = np.array(draw(st.lists(st.floats(-5, 5), min_size=n, max_size=n)))
+    w = 10.0 ** np.array(draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n))) if draw(st.booleans()) else None
+    kw = dict(increasing=draw(st.sampled_from([True, False, "auto"])),
+              out_of_bounds=draw(st.sampled_from(["nan", "clip", "raise"])))
+    bounds = draw(st.sampled_from([(None, None), (-0.5, None), (None, 0.5), (0.2, 0.7), (-1.0, -1.0)]))
+    kw["y_min"], kw["y_max"] = bounds
+    return x, y, w, kw
+
+
+def _compare_with_sklearn(x, y, w, kw, rng):
+    sk = IsotonicRegression(**kw).fit(x, y, sample_weight=w)
+    cal = IsotonicCalibrator(**kw).fit(x, y, sample_weight=w)
+    assert cal.X_min_ == sk.X_min_ and cal.X_max_ == sk.X_max_
+    assert cal.increasing_ == sk.increasing_
+    scale = max(1.0, np.abs(y).max())
+    lo, hi = x.min(), x.max()
+    ux = np.unique(x)
+    t = np.concatenate([x, ux, (ux[1:] + ux[:-1]) / 2, rng.uniform(lo, hi, 7), [lo, hi]])
+    np.testing.assert_allclose(cal.predict(t), sk.predict(t), rtol=0, atol=1e-12 * scale, equal_nan=True)
+    np.testing.assert_allclose(cal.transform(t.reshape(-1, 1)), sk.transform(t.reshape(-1, 1)), rtol=0,
+                               atol=1e-12 * scale, equal_nan=True)
+    if len(ux) > 1:     # sklearn ignores out_of_bounds with a single distinct score, see test_core.py
+        outside = np.array([lo - 1.0, hi + 1.0, np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)])
+        if kw["out_of_bounds"] == "raise":
+            for v in outside:
+                with pytest.raises(ValueError):
+                    sk.predict([v])
+                with pytest.raises(ValueError, match="`T`"):
+                    cal.predict([v])
+        else:
+            np.testing.assert_allclose(cal.predict(outside), sk.predict(outside), rtol=0, atol=1e-12 * scale,
+                                       equal_nan=True)
+    return sk, cal
+
+
+@given(calibration_problems())
+def test_calibrator_matches_sklearn_property(problem):
+    x, y, w, kw = problem
+    _compare_with_sklearn(x, y, w, kw, np.random.default_rng(len(x)))
+
+
+def test_calibrator_matches_sklearn_seeded():
+    rng = np.random.default_rng(2024)
+    combos = list(itertools.product([True, False, "auto"], ["nan", "clip", "raise"],
+                                    [(None, None), (0.1, None), (None, 0.6), (0.25, 0.75)]))
+    thresholds_checked = 0
+    for trial, (increasing, oob, (ymin, ymax)) in enumerate(combos * 3):
+        n = int(rng.integers(2, 500))
+        x = np.round(rng.normal(size=n), int(rng.integers(0, 3)))       # unsorted, many ties
+        logits = (1.0 if increasing is not False else -1.0) * 2 * x
+        y = (rng.random(n) < 1 / (1 + np.exp(-logits))).astype(float) if trial % 2 else \
+            np.tanh(logits) + rng.normal(scale=0.5, size=n)
+        w = 10 ** rng.uniform(-3, 3, n) if trial % 3 else None
+        kw = dict(increasing=increasing, out_of_bounds=oob, y_min=ymin, y_max=ymax)
+        sk, cal = _compare_with_sklearn(x, y, w, kw, rng)
+        if trial % 2 == 0 and ymin is None and ymax is None:            # continuous y: unambiguous blocks
+            np.testing.assert_array_equal(cal.X_thresholds_, sk.X_thresholds_)
+            np.testing.assert_allclose(cal.y_thresholds_, sk.y_thresholds_, rtol=0, atol=1e-12 * np.abs(y).max())
+            thresholds_checked += 1
+    assert thresholds_checked >= 6
+
+
+def test_calibrator_column_input_and_fit_transform():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=50)
+    y = (rng.random(50) < 1 / (1 + np.exp(-x))).astype(float)
+    a = IsotonicCalibrator().fit(x, y)
+    b = IsotonicCalibrator().fit(x.reshape(-1, 1), y)
+    np.testing.assert_array_equal(a.predict(x), b.predict(x.reshape(-1, 1)))
+    np.testing.assert_array_equal(IsotonicCalibrator().fit_transform(x, y), a.predict(x))
+    np.testing.assert_array_equal(IsotonicCalibrator().fit(x, y, np.ones(50)).predict(x), a.predict(x))
+    np.testing.assert_allclose(a.predict(x), IsotonicRegression().fit(x, y).predict(x), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("ties", ["primary", "tertiary"])
+def test_calibrator_other_tie_treatments_use_fit_staircase(ties):
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 6, 40).astype(float)
+    y = rng.integers(0, 2, 40).astype(float)      # this seed does not trigger the ties="primary" rounding bug
+    cal = IsotonicCalibrator(ties=ties, interpolation="step", out_of_bounds="clip").fit(x, y)
+    st_ = fit_staircase(x, y, ties=ties, interpolation="step", out_of_bounds="clip")
+    t = np.linspace(-1, 7, 33)
+    np.testing.assert_array_equal(cal.predict(t), st_(t))
+
+
+# ================================================================================ scikit-learn estimator checks
+
+def _check_name(result):
+    name = result["check_name"]
+    return name if isinstance(name, str) else getattr(name, "func", name).__name__
+
+
+def _check_results(estimator):
+    from sklearn.utils.estimator_checks import check_estimator
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_skip=None, on_fail=None)
+    return {_check_name(r): r["status"] for r in results}, results
+
+
+def test_sklearn_check_estimator():
+    """What check_estimator itself does with a one_d_array-only estimator: it runs check_estimator_cloneable and
+    skips the rest with one SkipTestWarning (exactly as for sklearn's own IsotonicRegression)."""
+    from sklearn.utils.estimator_checks import check_estimator
+    with pytest.warns(SkipTestWarning, match="Can't test estimator IsotonicCalibrator"):
+        results = check_estimator(IsotonicCalibrator(), on_fail=None)
+    status = {_check_name(r): r["status"] for r in results}
+    assert status == {"check_estimator_cloneable": "passed"}
+    reference, _ = _check_results(IsotonicRegression())
+    assert set(reference) == set(status)
+
+
+APPLICABLE_CHECKS = [
+    "check_estimator_cloneable", "check_estimator_tags_renamed", "check_valid_tag_types", "check_estimator_repr",
+    "check_no_attributes_set_in_init", "check_fit_score_takes_y", "check_estimators_overwrite_params",
+    "check_estimators_fit_returns_self", "check_readonly_memmap_input", "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order", "check_positive_only_tag_during_fit",
+    "check_estimators_dtypes", "check_sample_weights_pandas_series", "check_sample_weights_not_an_array",
+    "check_sample_weights_list", "check_all_zero_sample_weights_error", "check_pipeline_consistency",
+    "check_estimators_pickle", "check_regressor_data_not_an_array", "check_estimators_partial_fit_n_features",
+    "check_supervised_y_no_nan", "check_regressors_int", "check_non_transformer_estimators_n_iter",
+    "check_transformer_preserve_dtypes", "check_transformers_unfitted", "check_transformer_n_iter",
+    "check_parameters_default_constructible", "check_get_params_invariance", "check_set_params",
+    "check_fit_idempotent", "check_fit_check_is_fitted",
+]
+
+
+class _ForcedTwoD(IsotonicCalibrator):
+    """IsotonicCalibrator tagged two_d_array=True so that check_estimator does not skip everything."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = True
+        return tags
+
+
+def test_sklearn_checks_forced_2d():
+    status, results = _check_results(_ForcedTwoD())
+    failed = {name: s for name, s in status.items() if name in APPLICABLE_CHECKS and s != "passed"}
+    details = [repr(r["exception"])[:300] for r in results
+               if _check_name(r) in failed]
+    assert not failed, details
+    assert set(APPLICABLE_CHECKS) <= set(status)
+
+
+def test_estimator_contract_by_hand():
+    """The estimator checks that apply to a one-feature estimator, on 1-D input."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=40)
+    y = (rng.random(40) < 1 / (1 + np.exp(-2 * x))).astype(float)
+    t = np.linspace(-3, 3, 25)
+    params = dict(y_min=0.05, y_max=0.95, increasing="auto", out_of_bounds="clip", ties="tertiary",
+                  interpolation="step")
+    est = IsotonicCalibrator(**params)
+    # __init__ stores the parameters and nothing else
+    assert vars(est) == params
+    assert est.get_params() == params
+    # clone / set_params / get_params round trip
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == params
+    assert twin.set_params(ties="secondary") is twin and twin.get_params()["ties"] == "secondary"
+    assert est.get_params()["ties"] == "tertiary"
+    assert IsotonicCalibrator().set_params(**params).get_params() == params
+    # not fitted
+    for method in (est.predict, est.transform):
+        with pytest.raises(NotFittedError):
+            method(t)
+    # fit returns self and does not change the parameters
+    assert est.fit(x, y) is est
+    assert est.get_params() == params
+    assert est.n_features_in_ == 1
+    fitted_attrs = {k for k in vars(est) if k not in params}
+    assert fitted_attrs and all(k.endswith("_") for k in fitted_attrs)
+    for attr in ("X_min_", "X_max_", "X_thresholds_", "y_thresholds_", "increasing_", "staircase_"):
+        assert hasattr(est, attr)
+    pred = est.predict(t)
+    # fitting twice is idempotent; refitting on other data replaces the fit
+    np.testing.assert_array_equal(est.fit(x, y).predict(t), pred)
+    est.fit(x[:20], y[:20])
+    np.testing.assert_array_equal(est.fit(x, y).predict(t), pred)
+    # pickling round trip
+    restored = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(restored.predict(t), pred)
+    assert restored.get_params() == params
+    # a clone of a fitted estimator is unfitted
+    with pytest.raises(NotFittedError):
+        clone(est).predict(t)
+    # sample order does not matter; a subset of queries gives the subset of predictions
+    perm = rng.permutation(40)
+    np.testing.assert_allclose(IsotonicCalibrator(**params).fit(x[perm], y[perm]).predict(t), pred, atol=1e-15)
+    np.testing.assert_array_equal(est.predict(t[5:9]), pred[5:9])
+    np.testing.assert_array_equal(est.get_feature_names_out(), ["isotoniccalibrator0"])
+    # list input, int input and float32 input are accepted
+    np.testing.assert_array_equal(IsotonicCalibrator(**params).fit(list(x), list(y)).predict(t), pred)
+    np.testing.assert_allclose(IsotonicCalibrator().fit(np.arange(10), np.arange(10) % 3).predict([4.5]),
+                               IsotonicRegression().fit(np.arange(10), np.arange(10) % 3).predict([4.5]))
