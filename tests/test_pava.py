@@ -878,3 +878,36 @@ def test_estimator_contract_by_hand():
     np.testing.assert_array_equal(IsotonicCalibrator(**params).fit(list(x), list(y)).predict(t), pred)
     np.testing.assert_allclose(IsotonicCalibrator().fit(np.arange(10), np.arange(10) % 3).predict([4.5]),
                                IsotonicRegression().fit(np.arange(10), np.arange(10) % 3).predict([4.5]))
+
+
+# ================================================================================ the radix sort of the binary fast path
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, 5e-324, -5e-324, 2.2250738585072014e-308, np.finfo(float).max,
+           -np.finfo(float).max, 1.0, -1.0, 0.5, -0.5]
+
+
+@given(st.lists(st.one_of(st.floats(allow_nan=False), st.sampled_from(SPECIAL)), max_size=300))
+def test_radix_sort_equals_numpy_sort(values):
+    from isocal.pava import _radix_sort
+    a = np.array(values, dtype=float)
+    expected = np.sort(a)
+    _radix_sort(a, np.empty(len(a)))
+    np.testing.assert_array_equal(a, expected)   # -0.0 == 0.0, so tie order between them does not matter
+
+
+@pytest.mark.parametrize("n_distinct", [1, 2, 7, 1000, None])
+def test_binary_fast_path_equals_argsort_path(n_distinct):
+    """The radix/merge path for 0/1 labels without weights gives the same fit as the general argsort path (forced
+    by passing unit weights) and as scikit-learn."""
+    rng = np.random.default_rng(n_distinct or 0)
+    n = 5000
+    x = rng.normal(size=n) * 1e3 if n_distinct is None else rng.integers(0, n_distinct, n) - n_distinct / 2
+    y = (rng.random(n) < 1 / (1 + np.exp(-x / max(1, np.std(x))))).astype(float)
+    fast = IsotonicCalibrator(out_of_bounds="clip").fit(x, y)
+    general = IsotonicCalibrator(out_of_bounds="clip").fit(x, y, np.ones(n))
+    t = np.linspace(x.min() - 1, x.max() + 1, 999)
+    np.testing.assert_array_equal(fast.predict(t), general.predict(t))
+    np.testing.assert_array_equal(fast.X_thresholds_, general.X_thresholds_)
+    if n_distinct != 1:
+        np.testing.assert_allclose(fast.predict(t), IsotonicRegression(out_of_bounds="clip").fit(x, y).predict(t),
+                                   rtol=0, atol=1e-12)
