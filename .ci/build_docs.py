@@ -80,8 +80,11 @@ def execute(path, timeout=1800):
     for c in nb.cells:
         if c.cell_type == 'code' and ('nbdev_export' + '(' in c.source or skipped(extract_directives(c, remove=False))):
             c.metadata.setdefault('tags', []).append('skip-execution')
+    # The kernel inherits our environment; MPLBACKEND (e.g. Agg, set by CI scripts) would override the inline backend
+    # and the pages would lose their figures.
+    env = {k: v for k, v in os.environ.items() if k != 'MPLBACKEND'}
     NotebookClient(nb, kernel_name='python3', timeout=timeout,
-                   resources={'metadata': {'path': str(Path(path).parent)}}).execute()
+                   resources={'metadata': {'path': str(Path(path).parent)}}).execute(env=env)
     return nb
 
 # ---------------------------------------------------------------- 2. nbdev processing
