@@ -911,3 +911,64 @@ def test_binary_fast_path_equals_argsort_path(n_distinct):
     if n_distinct != 1:
         np.testing.assert_allclose(fast.predict(t), IsotonicRegression(out_of_bounds="clip").fit(x, y).predict(t),
                                    rtol=0, atol=1e-12)
+
+
+# ================================================================================ fit_staircase(loss=...) with ties
+
+def pseudo_huber_grad(f, y, w, delta=0.7):
+    r = f - y
+    return w * r / np.sqrt(1.0 + (r / delta) ** 2)
+
+
+def kkt_violation_loss(f, x, y, w, ties, grad, increasing=True):
+    "As `kkt_violation`, for the gradient `grad` of another separable convex loss."
+    A, E = constraints(x, w, ties, increasing)
+    scale = max(1.0, np.abs(y).max())
+    infeas = max([0.0] + ([-(A @ f).min()] if len(A) else []) + ([np.abs(E @ f).max()] if len(E) else []))
+    active = A[(A @ f) <= 1e-10 * scale] if len(A) else A
+    M = np.vstack([active, E, -E]).T if len(active) + len(E) else np.zeros((len(f), 0))
+    if M.shape[1] == 0:
+        return max(infeas, np.abs(grad).max()) / scale
+    lam, _ = nnls(M, grad, maxiter=20 * M.shape[1] + 100)
+    return max(infeas, np.abs(M @ lam - grad).max()) / scale
+
+
+@pytest.mark.parametrize("ties", ["primary", "secondary"])
+@pytest.mark.parametrize("increasing", [True, False])
+def test_fit_staircase_general_loss_is_the_constrained_optimum(ties, increasing):
+    from isocal.convex import PseudoHuber
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        n = int(rng.integers(1, 12))
+        x = rng.integers(0, 4, n).astype(float)
+        y = rng.normal(size=n).round(1) * 3
+        w = rng.uniform(0.2, 3.0, n)
+        f = fit_staircase(x, y, w, ties=ties, increasing=increasing, loss=PseudoHuber(delta=0.7)).fitted
+        assert kkt_violation_loss(f, x, y, w, ties, pseudo_huber_grad(f, y, w), increasing) < 1e-9
+
+
+def test_weighted_mean_losses_give_the_squared_fit_and_check_their_domain():
+    rng = np.random.default_rng(3)
+    x, y = rng.integers(0, 30, 300) / 3.0, (rng.random(300) < 0.5).astype(float)
+    squared = fit_staircase(x, y).fitted
+    for loss in ("logloss", "poisson"):
+        np.testing.assert_array_equal(fit_staircase(x, y, loss=loss).fitted, squared)
+        np.testing.assert_array_equal(IsotonicCalibrator(loss=loss).fit(x, y).predict(x),
+                                      IsotonicCalibrator().fit(x, y).predict(x))
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        fit_staircase(x, y + 1.5, loss="logloss")
+    with pytest.raises(ValueError, match="tertiary"):
+        fit_staircase(x, y, ties="tertiary", loss="logcosh")
+    with pytest.raises(ValueError, match="`loss`"):
+        IsotonicCalibrator(loss="hinge").fit(x, y)
+
+
+def test_calibrator_with_general_loss_predicts_its_staircase():
+    from isocal.convex import PseudoHuber
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=500).round(2), rng.normal(size=500)
+    y[::50] += 40                                                   # outliers
+    cal = IsotonicCalibrator(loss=PseudoHuber(1.0), out_of_bounds="clip", interpolation="step").fit(x, y)
+    st = fit_staircase(x, y, loss=PseudoHuber(1.0))
+    t = np.linspace(-4, 4, 301)
+    np.testing.assert_array_equal(cal.predict(t), st(t))
