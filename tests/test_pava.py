@@ -834,7 +834,7 @@ def test_estimator_contract_by_hand():
     y = (rng.random(40) < 1 / (1 + np.exp(-2 * x))).astype(float)
     t = np.linspace(-3, 3, 25)
     params = dict(y_min=0.05, y_max=0.95, increasing="auto", out_of_bounds="clip", ties="tertiary",
-                  interpolation="step")
+                  interpolation="step", loss="squared")
     est = IsotonicCalibrator(**params)
     # __init__ stores the parameters and nothing else
     assert vars(est) == params
