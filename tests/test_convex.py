@@ -2,7 +2,7 @@
 
 References (no expected value below was produced by isocal):
 * each loss's derivative re-implemented here in NumPy from its formula, block minimisers by `scipy.optimize.brentq`,
-  and a brute force over all 2^(n-1) partitions of n <= 8 samples into consecutive groups;
+  and a brute force over all 2^(n-1) partitions of n <= 10 samples into consecutive groups;
 * the KKT conditions of the isotonic problem (every block's summed derivative is 0, every prefix of a block has a
   summed derivative <= 0), evaluated with `math.fsum`;
 * `scipy.optimize.isotonic_regression` for the weighted-mean losses (log-loss, Poisson, gamma, squared).
@@ -78,7 +78,7 @@ def test_brute_force_and_kkt(name):
     rng = np.random.default_rng(abs(hash(name)) % 2**32)
     d = REF[name]
     for trial in range(25):
-        n = int(rng.integers(1, 8))
+        n = int(rng.integers(1, 11))
         y = np.round(rng.normal(size=n) * 2, 1)
         w = np.ones(n) if trial % 2 else rng.uniform(0.2, 3, n)
         res = isotonic_convex(LOSSES[name], y, None if trial % 2 else w)
@@ -256,3 +256,17 @@ def test_empty():
     assert len(r.x) == 0 and list(r.blocks) == [0]
     s = anytime_isotonic('squared', [])
     assert len(s.x) == 0 and s.converged
+
+
+def test_isotonic_convex_tol():
+    "A tolerance only loosens the levels (never the blocks), by at most tol; bad tol values are refused."
+    rng = np.random.default_rng(11)
+    y = np.cumsum(rng.normal(size=400)) * 0.1 + rng.standard_t(2, 400)
+    exact = isotonic_convex(PseudoHuber(1.0), y)
+    for tol in (1e-3, 1e-8):
+        loose = isotonic_convex(PseudoHuber(1.0), y, tol=tol)
+        np.testing.assert_array_equal(loose.blocks, exact.blocks)
+        assert np.max(np.abs(loose.x - exact.x)) <= tol
+    for bad in (0, -1e-3, np.nan, "1e-3"):
+        with pytest.raises(ValueError, match="`tol`"):
+            isotonic_convex(PseudoHuber(1.0), y, tol=bad)
