@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat, pypandoc, yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from jupyter_client import KernelManager
 from nbclient import NotebookClient
 from nbconvert import MarkdownExporter
 from jinja2 import DictLoader
@@ -83,8 +84,15 @@ def execute(path, timeout=1800):
     # The kernel inherits our environment; MPLBACKEND (e.g. Agg, set by CI scripts) would override the inline backend
     # and the pages would lose their figures.
     env = {k: v for k, v in os.environ.items() if k != 'MPLBACKEND'}
-    NotebookClient(nb, kernel_name='python3', timeout=timeout,
-                   resources={'metadata': {'path': str(Path(path).parent)}}).execute(env=env)
+    # IPC sockets, not TCP: kernels started side by side (2 docs workers, pytest-xdist) cannot race for a port.
+    # The socket path prefix must be absolute: the kernel runs in nbs/, this process elsewhere.
+    sockets = os.path.join(tempfile.gettempdir(), f'isocal-kernel-{os.getpid()}-{time.monotonic_ns()}')
+    km = KernelManager(kernel_name='python3', transport='ipc', ip=sockets)
+    try:
+        NotebookClient(nb, km=km, timeout=timeout, startup_timeout=180,
+                       resources={'metadata': {'path': str(Path(path).parent)}}).execute(env=env)
+    finally:
+        for leftover in Path(sockets).parent.glob(Path(sockets).name + '-*'): leftover.unlink(missing_ok=True)
     return nb
 
 # ---------------------------------------------------------------- 2. nbdev processing

@@ -1,0 +1,67 @@
+"""Benchmark of isocal.online.OnlineIsotonic (issue 4): run `python bench/online.py [n]`.
+
+* `extend` over n samples (squared loss) vs offline `isotonic_regression` on the same data, same process: ratio;
+* `add` one sample at a time: per-call cost, Python call overhead included;
+* peak traced memory while streaming n samples in chunks (few blocks): O(blocks), not O(n).
+"""
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from isocal.online import OnlineIsotonic
+from isocal.pava import isotonic_regression
+
+
+def best(f, repeat=3):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main(n=10_000_000):
+    rng = np.random.default_rng(0)
+    y = np.cumsum(rng.normal(0, 1, n)) * 0.01 + rng.normal(0, 1, n)       # monotone-ish trend + noise
+    OnlineIsotonic().extend(y[:1000]); isotonic_regression(y[:1000])      # compile / load caches
+    t_off = best(lambda: isotonic_regression(y))
+    t_on = best(lambda: OnlineIsotonic().extend(y))
+    s = OnlineIsotonic().extend(y)
+    assert np.array_equal(s.fitted_values(), isotonic_regression(y).x)
+    print(f"extend, n={n:.0e}: {n / t_on / 1e6:.1f} M samples/s ({t_on:.3f} s); offline isotonic_regression "
+          f"{n / t_off / 1e6:.1f} M samples/s ({t_off:.3f} s); ratio online/offline throughput {t_off / t_on:.2f}")
+
+    m = 1_000_000
+    vals = rng.normal(size=m).tolist()
+    for label, kw in (("add(y)", {}), ("add(y, x=...)", {"x": True})):
+        stream = OnlineIsotonic()
+        add = stream.add
+        t0 = time.perf_counter()
+        if kw:
+            for i, v in enumerate(vals): add(v, 1.0, x=float(i))
+        else:
+            for v in vals: add(v)
+        per = (time.perf_counter() - t0) / m
+        print(f"{label}: {per * 1e6:.2f} µs per call over {m:.0e} calls (loop overhead included), {stream.n_blocks} blocks")
+
+    chunk = 100_000
+    tracemalloc.start()
+    stream = OnlineIsotonic()
+    gen = np.random.default_rng(1)
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    for _ in range(n // chunk):
+        stream.extend(gen.normal(0, 1, chunk))        # iid noise around a constant: few blocks
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    state = stream._F.nbytes + stream._starts.nbytes
+    print(f"memory, n={n:.0e} streamed in chunks of {chunk:.0e}: {stream.n_blocks} blocks, state {state / 1e3:.1f} kB, "
+          f"peak traced {peak / 1e6:.2f} MB (one chunk of input = {chunk * 8 / 1e6:.1f} MB; n samples would be "
+          f"{n * 8 / 1e6:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main(int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000)
