@@ -2,7 +2,9 @@
 
 * `extend` over n samples (squared loss) vs offline `isotonic_regression` on the same data, same process: ratio;
 * `add` one sample at a time: per-call cost, Python call overhead included;
-* peak traced memory while streaming n samples in chunks (few blocks): O(blocks), not O(n).
+* peak traced memory while streaming n samples in chunks (few blocks): O(blocks), not O(n);
+* a loss without a closed-form merge (pseudo-Huber): the cost of a join grows with the joined block (Remark 6),
+  measured as time per sample and samples re-read per sample at growing n.
 """
 import sys
 import time
@@ -10,6 +12,7 @@ import tracemalloc
 
 import numpy as np
 
+from isocal.convex import PseudoHuber
 from isocal.online import OnlineIsotonic
 from isocal.pava import isotonic_regression
 
@@ -61,6 +64,15 @@ def main(n=10_000_000):
     print(f"memory, n={n:.0e} streamed in chunks of {chunk:.0e}: {stream.n_blocks} blocks, state {state / 1e3:.1f} kB, "
           f"peak traced {peak / 1e6:.2f} MB (one chunk of input = {chunk * 8 / 1e6:.1f} MB; n samples would be "
           f"{n * 8 / 1e6:.0f} MB)")
+
+    for k in (1_000, 3_000, 10_000, 30_000):
+        yk = np.linspace(0, 3, k) + np.random.default_rng(2).normal(0, 1, k)
+        stream = OnlineIsotonic(PseudoHuber(1.0))
+        t0 = time.perf_counter()
+        for v in yk.tolist(): stream.add(v)
+        t = time.perf_counter() - t0
+        print(f"pseudo-Huber add, n={k:.0e}: {t / k * 1e6:.0f} µs per sample, {stream.n_merges / k:.2f} joins per "
+              f"sample, {stream.n_blocks} blocks (a join re-solves the joined block: O(block size))")
 
 
 if __name__ == "__main__":
