@@ -196,7 +196,9 @@ class Gamma(Loss):
     def in_domain(self, y): return y > 0.0
 
 class LogCosh(Loss):
-    "log cosh(z − y): squared near 0, absolute far away."
+    """log cosh(z − y): squared near 0, absolute far away. Its derivative tanh(z − y) is ±1 in double precision once
+    |z − y| > 19, so a block whose residuals all exceed that is flat there and its level is determined only to the
+    flat (scale targets into a range of width < 38 where exactness matters)."""
     code, name = _LOGCOSH, 'logcosh'
 
 def _param(value, name, ok, what):
@@ -376,7 +378,7 @@ def _group_violates(code, params, y, w, st, a, b, stats):
         if not _refine(code, params, y, w, st, a, z, stats): return _NONCONVEX
         if not _refine(code, params, y, w, st, b, z, stats): return _NONCONVEX
         sa, sb = _side(st, a), _side(st, b)
-        if sa >= 0 and sb < 0: return 0
+        if sa > 0 and sb <= 0 or sa == 0 and sb < 0: return 0   # level(a) below z, level(b) not below it
         if sa <= 0 and sb >= 0 or tight: return 1
     return 1
 

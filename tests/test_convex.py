@@ -7,8 +7,8 @@ References (no expected value below was produced by isocal):
   summed derivative <= 0), evaluated with `math.fsum`;
 * `scipy.optimize.isotonic_regression` for the weighted-mean losses (log-loss, Poisson, gamma, squared).
 """
-import itertools
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -44,40 +44,36 @@ def ref_block_min(d, y, w):
 
 
 def brute_force(d, y, w):
-    "Fitted values minimising the loss over all partitions with non-decreasing block minimisers."
-    n, best, best_fit = len(y), None, None
-    loss = lambda z: None
-    for cuts in itertools.product([False, True], repeat=n - 1):
-        b = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
-        levels = [ref_block_min(d, y[s:e], w[s:e]) for s, e in zip(b, b[1:])]
-        if np.any(np.diff(levels) < -1e-12): continue
-        z = np.concatenate([[lv] * (e - s) for lv, s, e in zip(levels, b, b[1:])])
-        # the optimal feasible partition is the one with the finest pooling that is feasible and KKT-optimal;
-        # compare by the KKT residual (losses are only known through their derivatives here)
-        if kkt_residual(d, y, w, z) < 1e-9:
-            best_fit = z
-            break
-    return best_fit
+    """Fitted values by the min-max formula z_i = max_{s<=i} min_{e>=i} m(s..e), m the block minimiser.
+
+    It holds for every separable strictly convex loss (Robertson, Wright & Dykstra 1988, Thm 1.4.4 and
+    Sec. 1.5), needs only block minimisers and no tolerance, and shares nothing with pooling."""
+    n = len(y)
+    m = [[ref_block_min(d, y[s:e + 1], w[s:e + 1]) if e >= s else None for e in range(n)] for s in range(n)]
+    return np.array([max(min(m[s][e] for e in range(i, n)) for s in range(i + 1)) for i in range(n)])
 
 
-def kkt_residual(d, y, w, z):
-    "Largest violation of the KKT conditions of the increasing isotonic problem, relative to sum |w d|."
-    g = w * d(z - y)
-    scale = math.fsum(np.abs(g)) + 1e-300
+def kkt_residual(d, y, w, z, ulps=2):
+    """Largest violation of the KKT conditions of the increasing isotonic problem, relative to sum |w d|, for the
+    best fitted values within `ulps` ulps of z (a one-ulp change of z moves |r|^(p-1) by about sqrt(ulp) for Lp with
+    p < 2, so exact KKT at the rounded z cannot be asked for)."""
+    du = ulps * np.abs(np.spacing(z))
+    g_lo, g_hi = w * d(z - du - y), w * d(z + du - y)
+    scale = math.fsum(np.abs(w * d(z - y))) + 1e-300
     worst = 0.0
     runs = np.flatnonzero(np.r_[True, z[1:] != z[:-1], True])
     for s, e in zip(runs, runs[1:]):
-        worst = max(worst, abs(math.fsum(g[s:e])))
-        pre = np.cumsum(g[s:e])[:-1]
+        worst = max(worst, math.fsum(g_lo[s:e]), -math.fsum(g_hi[s:e]))
+        pre = np.cumsum(g_lo[s:e])[:-1]
         if len(pre): worst = max(worst, float(np.max(pre)))
     return worst / scale
 
 
 @pytest.mark.parametrize('name', list(LOSSES))
 def test_brute_force_and_kkt(name):
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
     d = REF[name]
-    for trial in range(25):
+    for trial in range(80):
         n = int(rng.integers(1, 11))
         y = np.round(rng.normal(size=n) * 2, 1)
         w = np.ones(n) if trial % 2 else rng.uniform(0.2, 3, n)
@@ -86,6 +82,14 @@ def test_brute_force_and_kkt(name):
         assert kkt_residual(d, y, w, res.x) <= 1e-10
         ref = brute_force(d, y, w)
         np.testing.assert_allclose(res.x, ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize('name', list(LOSSES))
+def test_touching_brackets_regression(name):
+    "Two groups whose brackets touched at one point were once merged although their levels were far apart."
+    y = np.array([0.7, -1.1, -5.3, 2.9, -0.1, -4.4, 1.3, -1.4, 1.4])
+    np.testing.assert_allclose(isotonic_convex(LOSSES[name], y).x, brute_force(REF[name], y, np.ones(9)),
+                               rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize('name', list(LOSSES))
