@@ -61,34 +61,66 @@ def test_demo_writes_a_png(demo_rows):
 
 def test_demo_isotonic_is_better_calibrated_on_the_test_split(demo_rows):
     rows, _ = demo_rows
-    raw, iso = rows
-    assert (raw["name"], iso["name"]) == ("uncalibrated", "isotonic")
+    raw, iso, ivap, cvap = rows
+    assert [row["name"] for row in rows] == ["uncalibrated", "isotonic", "IVAP", "CVAP"]
     assert iso["ece"] < raw["ece"]
     assert iso["brier"] < raw["brier"]
     assert iso["log_loss_bits"] < raw["log_loss_bits"]
     assert all(np.isfinite(row[k]) for row in rows for k in ("log_loss_bits", "brier", "ece"))
+    assert np.isnan(raw["width"]) and np.isnan(iso["width"])
+    for va in (ivap, cvap):
+        assert va["brier"] < raw["brier"] and va["log_loss_bits"] < raw["log_loss_bits"]
+        assert 0 < va["width"] < 0.5
+
+
+def test_demo_ivap_matches_the_venn_abers_package():
+    import venn_abers
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
+    from isocal.cli import demo_probabilities
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(X, y, train_size=0.4, stratify=y, random_state=0)
+    X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, train_size=0.5, stratify=y_rest, random_state=0)
+    model = GaussianNB().fit(X_train, y_train)
+    log_odds = lambda X: model.predict_joint_log_proba(X)[:, 1] - model.predict_joint_log_proba(X)[:, 0]
+    s_cal, s_test = log_odds(X_cal), log_odds(X_test)
+    _, p01 = venn_abers.VennAbers().fit(np.c_[-s_cal, s_cal], y_cal).predict_proba(np.c_[-s_test, s_test])
+    y_demo, probs, widths = demo_probabilities(0)
+    np.testing.assert_array_equal(y_demo, y_test)
+    np.testing.assert_allclose(probs["IVAP"], p01[:, 1] / (1 - p01[:, 0] + p01[:, 1]), rtol=1e-12)
+    np.testing.assert_allclose(widths["IVAP"], np.mean(p01[:, 1] - p01[:, 0]), rtol=1e-12)
+    for name in ("IVAP", "CVAP"):
+        assert np.all((probs[name] > 0) & (probs[name] < 1))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_demo_calibration_helps_for_other_seeds(seed):
-    raw, iso = run_demo(out=None, seed=seed)
+    raw, iso, ivap, cvap = run_demo(out=None, seed=seed)
     assert iso["ece"] < raw["ece"] and iso["brier"] < raw["brier"]
+    assert ivap["log_loss_bits"] < raw["log_loss_bits"] and cvap["log_loss_bits"] < raw["log_loss_bits"]
 
 
 def test_demo_is_deterministic(demo_rows):
-    assert run_demo(out=None) == demo_rows[0]
+    again = run_demo(out=None)
+    assert [{k: v for k, v in r.items() if k != "width"} for r in again] == \
+        [{k: v for k, v in r.items() if k != "width"} for r in demo_rows[0]]
+    np.testing.assert_array_equal([r["width"] for r in again], [r["width"] for r in demo_rows[0]])
 
 
 def test_demo_command_prints_an_aligned_table(tmp_path, capsys):
     png = tmp_path / "r.png"
     assert main(["demo", "--out", str(png), "--seed", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
-    header, raw, iso = out[:3]
-    assert header.split()[:4] == ["model", "log", "loss", "[bits]"] and header.endswith("ECE")
+    header, raw, iso, ivap, cvap = out[:5]
+    assert header.split()[:4] == ["model", "log", "loss", "[bits]"] and header.endswith("ECE    p1-p0")
     assert raw.startswith("uncalibrated") and iso.startswith("isotonic")
-    assert len(header) == len(raw) == len(iso)
+    assert ivap.startswith("IVAP") and cvap.startswith("CVAP")
+    assert raw.endswith("-") and iso.endswith("-") and float(ivap.split()[-1]) > 0
+    assert len(header) == len(raw) == len(iso) == len(ivap) == len(cvap)
     assert out[-1] == f"reliability diagram: {png}" and png.stat().st_size > 0
-    assert format_table(run_demo(out=None)) == "\n".join(out[:3])
+    assert format_table(run_demo(out=None)) == "\n".join(out[:5])
 
 
 def test_demo_reports_an_unwritable_png(tmp_path, capsys):
@@ -127,6 +159,49 @@ def test_calibrate_default_output_name(tmp_path, scores_csv, monkeypatch, capsys
     assert main(["calibrate", str(scores_csv[0])]) == 0
     assert (tmp_path / "calibrated.csv").exists()
     assert capsys.readouterr().out.strip() == "wrote 200 calibrated probabilities to calibrated.csv"
+
+
+def venn_abers_package_interval(s, y, t):
+    import venn_abers
+    _, p01 = venn_abers.VennAbers().fit(np.c_[-s, s], y).predict_proba(np.c_[-t, t])
+    return p01[:, 0], p01[:, 1]
+
+
+def test_calibrate_ivap_matches_the_venn_abers_package(tmp_path, scores_csv):
+    path, s, y = scores_csv
+    new = write_csv(tmp_path / "new.csv", ["score"], [[-100], [0.25], [float(s[3])], [100]])
+    out = tmp_path / "out.csv"
+    assert main(["calibrate", str(path), "--method", "ivap", "--apply", str(new), "--out", str(out)]) == 0
+    header, table = read_csv(out)
+    assert header == ["score", "probability", "p0", "p1"]
+    p0, p1 = venn_abers_package_interval(s, y, table[:, 0])
+    np.testing.assert_allclose(table[:, 2], p0, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(table[:, 3], p1, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(table[:, 1], p1 / (1 - p0 + p1), rtol=1e-15)
+
+
+def test_calibrate_cvap_merges_fold_ivaps(tmp_path, scores_csv):
+    from isocal.venn_abers import fold_ids
+    path, s, y = scores_csv
+    out = tmp_path / "out.csv"
+    assert main(["calibrate", str(path), "--method", "cvap", "--n-splits", "4", "--seed", "3", "--out", str(out)]) == 0
+    _, table = read_csv(out)
+    folds = fold_ids(len(s), 4, random_state=3)
+    per_fold = [venn_abers_package_interval(s[folds == j], y[folds == j], s) for j in range(4)]
+    gm0 = np.prod([1 - q0 for q0, _ in per_fold], axis=0) ** 0.25
+    gm1 = np.prod([q1 for _, q1 in per_fold], axis=0) ** 0.25
+    np.testing.assert_allclose(table[:, 1], gm1 / (gm0 + gm1), rtol=1e-12)
+    np.testing.assert_allclose(table[:, 2], 1 - gm0, rtol=1e-12)
+    np.testing.assert_allclose(table[:, 3], gm1, rtol=1e-12)
+    assert np.all((table[:, 1] > 0) & (table[:, 1] < 1))
+
+
+@pytest.mark.parametrize("n_splits", ["1", "500"])
+def test_calibrate_cvap_bad_n_splits(tmp_path, scores_csv, capsys, n_splits):
+    assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--n-splits", n_splits,
+                 "--out", str(tmp_path / "o.csv")]) == 2
+    assert capsys.readouterr().err == (f"isocal: error: --n-splits must be between 2 and the number of rows (200), "
+                                       f"got {n_splits}\n")
 
 
 BAD_CSVS = [

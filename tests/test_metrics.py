@@ -15,8 +15,8 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 from sklearn.metrics import log_loss as sk_log_loss
 
-from isocal.metrics import (brier_score, calibration_report, expected_calibration_error, log_loss,
-                            reliability_curve, reliability_diagram)
+from isocal.metrics import (brier_loss, brier_score, calibration_report, expected_calibration_error, log_loss,
+                            reliability_band, reliability_curve, reliability_diagram)
 
 LN2 = np.log(2.0)
 
@@ -188,7 +188,7 @@ def test_quantile_bins_hold_equal_counts():
 
 # ---------------------------------------------------------------- bad input
 
-ALL_METRICS = [log_loss, brier_score, expected_calibration_error, reliability_curve,
+ALL_METRICS = [log_loss, brier_score, brier_loss, expected_calibration_error, reliability_curve, reliability_band,
                lambda y, p, **k: calibration_report(y, {"p": p}, **k)]
 BAD_INPUTS = [
     ([1, 2, 2], [0.5, 0.5, 0.5], ValueError, r"`y_true` must contain only the labels 0 and 1, got labels \{1, 2\}"),
@@ -287,3 +287,56 @@ def test_reliability_diagram_creates_a_figure_when_no_axes_is_given():
 def test_import_does_not_load_matplotlib():
     code = "import sys, isocal.metrics; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- the paper's Brier loss and confidence bands
+
+@given(labelled_probabilities())
+def test_brier_loss_is_four_times_sklearn_brier(data):
+    y, p, w = data
+    np.testing.assert_allclose(brier_loss(y, p), 4 * brier_score_loss(y, p), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(brier_loss(y, p, sample_weight=w), 4 * brier_score_loss(y, p, sample_weight=w),
+                               rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_reliability_band_is_the_wilson_interval(strategy, level):
+    from statsmodels.stats.proportion import proportion_confint
+    rng = np.random.default_rng(5)
+    p = rng.uniform(size=500)
+    y = (rng.uniform(size=500) < p).astype(int)
+    mean_p, freq, lo, hi = reliability_band(y, p, n_bins=8, strategy=strategy, level=level)
+    ref_p, ref_f, counts = reliability_curve(y, p, n_bins=8, strategy=strategy)
+    np.testing.assert_array_equal(mean_p, ref_p); np.testing.assert_array_equal(freq, ref_f)
+    ref_lo, ref_hi = proportion_confint(np.round(freq * counts), counts, alpha=1 - level, method="wilson")
+    np.testing.assert_allclose(lo, ref_lo, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hi, ref_hi, rtol=1e-10, atol=1e-12)
+
+
+def test_reliability_band_effective_size_with_weights():
+    y, p = [0, 1, 1, 0], [0.2, 0.3, 0.7, 0.9]
+    unit = reliability_band(y, p, n_bins=2)
+    doubled = reliability_band(y, p, n_bins=2, sample_weight=[2, 2, 2, 2])
+    for a, b in zip(unit, doubled):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+@pytest.mark.parametrize("level", [0, 1, 1.5, -0.1, "0.9"])
+def test_reliability_band_bad_level(level):
+    with pytest.raises(ValueError, match=r"`level` must lie in \(0, 1\)"):
+        reliability_band([0, 1], [0.5, 0.5], level=level)
+
+
+def test_reliability_diagram_shades_one_band_per_model_unless_disabled():
+    rng = np.random.default_rng(1)
+    p = rng.uniform(size=300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    fig, (a, b) = plt.subplots(1, 2)
+    try:
+        reliability_diagram(y, {"a": p, "b": p ** 2}, ax=a)
+        reliability_diagram(y, {"a": p, "b": p ** 2}, ax=b, confidence=None)
+        assert len(a.collections) == 2 and len(b.collections) == 0
+        assert len(a.lines) == len(b.lines) == 3
+    finally:
+        plt.close(fig)
