@@ -15,15 +15,7 @@ import numpy as np
 from isocal.convex import PseudoHuber
 from isocal.online import OnlineIsotonic
 from isocal.pava import isotonic_regression
-
-
-def best(f, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from timing import best
 
 
 def main(n=10_000_000):

@@ -1,0 +1,100 @@
+"""Benchmark of isocal.forward (issue 6): run `python bench/forward.py [--quick]`.
+
+* leave-one-out predictions of all five methods ("ir-int", "log-ivap", "brier-ivap", "lsm", "heavy") at t = 1e6:
+  noisy labels (target ≤ 5 s in total) and noise-free increasing labels, the worst case for local merging (≤ 30 s);
+  both as five `loo_predictions` calls and as one `loo_all` pass;
+* at t = 1e4: the one-pass `loo_all` vs the naive leave-one-out that refits once per point and label estimate
+  with isocal.pava.isotonic_regression (target ≥ 100x), same process, results checked equal;
+* first-call (compile) time in a fresh subprocess with an empty numba cache, and the cached load time.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from isocal.forward import loo_all, loo_predictions
+from isocal.pava import isotonic_regression
+from timing import best
+
+FIVE = ("ir-int", "log-ivap", "brier-ivap", "lsm", "heavy")
+
+
+def naive_all(y, c, gamma=0.5):
+    "Leave-one-out ŷ⁰, ŷ¹, L₀*, L₁*, Heavy-γ, IR-Int by refitting per point (x = 0..t-1, distinct): 4 fits a point."
+    t = len(y)
+    out = np.empty((6, t))
+    ones = np.ones(t)
+    for i in range(t):
+        yy, ww = y.copy(), ones.copy()
+        for z in (0, 1):
+            yy[i] = z
+            f = isotonic_regression(yy).x
+            out[z, i], out[2 + z, i] = f[i], np.sum((yy - f) ** 2)
+        yy[i], ww[i] = gamma, c
+        out[4, i] = isotonic_regression(yy, ww).x[i]
+        f = isotonic_regression(np.delete(y, i)).x
+        left = f[i - 1] if i > 0 else 0.0
+        right = f[i] if i < t - 1 else 1.0
+        out[5, i] = (left + right) / 2
+    return {"y0": out[0], "y1": out[1], "L0": out[2], "L1": out[3], "heavy": out[4], "ir-int": out[5],
+            "log-ivap": out[1] / (out[1] + 1 - out[0]), "brier-ivap": (1 + out[0] ** 2 - (1 - out[1]) ** 2) / 2,
+            "lsm": (1 + out[2] - out[3]) / 2}
+
+
+def compile_times():
+    "(first call with an empty numba cache, first call with the cache filled) in fresh interpreters."
+    code = ("import time, numpy as np; t0 = time.perf_counter(); from isocal.forward import loo_all; "
+            "t1 = time.perf_counter(); loo_all(np.arange(5.0), np.array([0, 1, .5, 0, 1.])); "
+            "print(time.perf_counter() - t1)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                           check=True).stdout.split()[-1])
+        return run(), run()
+
+
+def data(kind, t, rng):
+    x = np.arange(t, dtype=float)
+    if kind == "noisy": return x, np.clip(np.linspace(0, 1, t) + rng.normal(0, 0.3, t), 0, 1)
+    if kind == "binary": return x, (rng.random(t) < np.linspace(0, 1, t)).astype(float)
+    return x, np.linspace(0, 1, t)
+
+
+def main(quick=False):
+    rng = np.random.default_rng(0)
+    big, small = (100_000, 2_000) if quick else (1_000_000, 10_000)
+    first, cached = compile_times()
+    loo_all(*data("noisy", 1000, rng))                                   # warm-up in this process
+    rows = []
+    for kind, target in (("noisy", 5.0), ("binary", 5.0), ("increasing", 30.0)):
+        x, y = data(kind, big, rng)
+        per_method = {m: best(lambda: loo_predictions(x, y, m), repeat=2) for m in FIVE}
+        one_pass = best(lambda: loo_all(x, y), repeat=2)
+        rows.append((kind, big, sum(per_method.values()), one_pass, target, per_method))
+    x, y = data("noisy", small, rng)
+    t_fast = best(lambda: loo_all(x, y))
+    t0 = time.perf_counter()
+    ref = naive_all(y, c=small ** (1 / 3))
+    t_naive = time.perf_counter() - t0
+    fast = loo_all(x, y)
+    err = max(np.max(np.abs(fast[m] - ref[m])) for m in FIVE)
+
+    print(f"first call (compile, empty numba cache): {first:.1f} s; with the cache: {cached:.2f} s\n")
+    print(f"{'what':<46} {'t':>9} {'isocal s':>9} {'baseline s':>11} {'ratio':>8}  target")
+    for kind, t, total, one_pass, target, per_method in rows:
+        print(f"{'loo, 5 methods, 5 calls, ' + kind:<46} {t:>9.0e} {total:>9.3f} {'':>11} {'':>8}  "
+              f"≤ {target:.0f} s: {'met' if total <= target else 'MISSED'}")
+        print(f"{'loo, 5 methods, one loo_all pass, ' + kind:<46} {t:>9.0e} {one_pass:>9.3f} {'':>11} {'':>8}  "
+              f"≤ {target:.0f} s: {'met' if one_pass <= target else 'MISSED'}")
+        print("    per method: " + ", ".join(f"{m} {s:.2f} s" for m, s in per_method.items()))
+    ratio = t_naive / t_fast
+    print(f"{'loo, 5 methods vs naive per-point refits':<46} {small:>9.0e} {t_fast:>9.4f} {t_naive:>11.2f} "
+          f"{ratio:>7.0f}x  ≥ 100x: {'met' if ratio >= 100 else 'MISSED'} (max |diff| {err:.1e})")
+    if quick: print("\n(--quick: sizes reduced; the targets are for t = 1e6 and 1e4)")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv[1:])
