@@ -1,0 +1,153 @@
+"""Benchmark of isocal.thresholds (issue 7): run `python bench/thresholds.py [--quick]`.
+
+Absolute loss, unique scores, labels from a noisy monotone link. Same-process ratios (the machine is shared: read
+the ratios, best of several repeats after a warm-up call):
+
+* IO vs DP, solvers only (prepared problem), N = 1e6, K = 100          target IO ≤ 0.2 × DP
+* end to end including `prepare`: prepare + IO vs prepare + DP          target ≤ 0.5
+* PIO on 2 threads vs IO at N = 1e6, K = 50 and 100                     target ≤ 0.6
+* tiny calls: `optimal_thresholds` / `thresholds_pio` on n = 200, K = 5 (must not pay thread start-up)
+* peak memory (fresh subprocess, ru_maxrss above the inputs): prepare + IO, and prepare + DP
+* first-call time with an empty Numba cache (fresh subprocess, NUMBA_CACHE_DIR in a temporary directory) and with
+  the cache warm
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from timing import best
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def data(n, K, seed=0):
+    g = np.random.default_rng(seed)
+    a = g.normal(size=n)                                   # continuous: all scores distinct
+    y = np.clip(np.round(a * K / 6 + (K + 1) / 2 + g.normal(0, K / 10, n)), 1, K).astype(np.int64)
+    return a, y
+
+
+def row(what, size, t_iso, t_base, base, target):
+    ratio = t_iso / t_base
+    met = '' if target is None else ('yes' if ratio <= target else f'NO (target {target})')
+    if target is not None and met == 'yes': met = f'yes (≤ {target})'
+    print(f"{what:34s} {size:18s} {t_iso * 1e3:10.2f} ms {t_base * 1e3:10.2f} ms  {base:16s} {ratio:6.3f}  {met}")
+
+
+MEMORY_CHILD = r'''
+import json, resource, sys, tracemalloc, numpy as np
+sys.path.insert(0, {here!r})
+from thresholds import data
+import isocal.thresholds as T
+from timing import best
+small = data(1000, 5)
+T.thresholds_dp(T.prepare(*small, 5)); T.thresholds_io(T.prepare(*small, 5))      # load compiled kernels first
+a, y = data({n}, {K})
+tracemalloc.start()
+base = tracemalloc.get_traced_memory()[0]
+prob = T.prepare(a, y, {K})
+res = (T.thresholds_io if {path!r} == 'io' else T.thresholds_dp)(prob)
+peak = tracemalloc.get_traced_memory()[1] - base
+tracemalloc.stop()
+print(json.dumps(dict(peak=peak, inputs=a.nbytes + y.nbytes, risk=res.risk)))
+'''
+
+COMPILE_CHILD = r'''
+import json, time, numpy as np
+t0 = time.perf_counter(); import isocal.thresholds as T; t_import = time.perf_counter() - t0
+a = np.random.default_rng(0).normal(size=500); y = (np.arange(500) % 4) + 1
+out = dict(import_s=t_import)
+t0 = time.perf_counter(); prob = T.prepare(a, y, 4); out['prepare_s'] = time.perf_counter() - t0
+for name, f in (('io', T.thresholds_io), ('dp', T.thresholds_dp)):
+    t0 = time.perf_counter(); f(prob); out[name + '_s'] = time.perf_counter() - t0
+T.PIO_MIN_WORK = 0
+t0 = time.perf_counter(); T.thresholds_pio(prob, 2); out['pio_parallel_s'] = time.perf_counter() - t0
+print(json.dumps(out))
+'''
+
+
+def child(code, env=None):
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(quick=False):
+    import numba
+    import isocal.thresholds as T
+    n, repeat = (100_000, 5) if quick else (1_000_000, 5)
+    print(f"isocal.thresholds benchmark — absolute loss, unique scores; numba {numba.__version__}, "
+          f"{numba.config.NUMBA_NUM_THREADS} threads, load average {os.getloadavg()[0]:.1f}")
+    try:
+        with open('/proc/sys/kernel/sched_autogroup_enabled') as fh:
+            if fh.read().strip() == '1':
+                print("note: Linux autogroup scheduling is on — under contention from other sessions this process's "
+                      "threads share one CPU slice, so PIO cannot beat IO unless a core is idle")
+    except OSError:
+        pass
+    small = data(1000, 5)
+    for f in (T.thresholds_dp, T.thresholds_io, T.thresholds_pio): f(T.prepare(*small, 5))
+    print(f"{'what':34s} {'size':18s} {'isocal':>13s} {'baseline':>13s}  {'baseline is':16s} {'ratio':>6s}  target met")
+    for K in (100, 50):
+        a, y = data(n, K)
+        prob = T.prepare(a, y, K)
+        size = f"N={n:.0e}, K={K}"
+        t_prep = best(lambda: T.prepare(a, y, K), repeat)
+        t_io = best(lambda: T.thresholds_io(prob), repeat)
+        t_dp = best(lambda: T.thresholds_dp(prob), repeat)
+        t_pio = best(lambda: T.thresholds_pio(prob, 2), repeat)
+        t_io2 = best(lambda: T.thresholds_io(prob), repeat)        # again, after the parallel calls
+        t_io = min(t_io, t_io2)
+        assert np.array_equal(T.thresholds_io(prob).indices, T.thresholds_dp(prob).indices)
+        assert np.array_equal(T.thresholds_pio(prob, 2).indices, T.thresholds_io(prob).indices)
+        if K == 100:
+            row('IO vs DP (solver only)', size, t_io, t_dp, 'DP', 0.2)
+            row('prepare+IO vs prepare+DP', size, t_prep + t_io, t_prep + t_dp, 'prepare+DP', 0.5)
+            row('  preparation alone', size, t_prep, t_prep + t_io, 'prepare+IO', None)
+        row('PIO (2 threads) vs IO', size, t_pio, t_io, 'IO', 0.6 if n >= 1_000_000 else None)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for _ in range(repeat): T.thresholds_pio(prob, 2)
+        busy = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+        nb = T.thresholds_pio(prob, 2).n_blocks
+        print(f"  PIO got {busy:.2f} CPUs on average while it ran (2.0 = both cores; the machine is shared); "
+              + (f"{nb} blocks" if nb > 1 else "sequential: below PIO_MIN_WORK"))
+
+    a, y = data(200, 5)
+    prob = T.prepare(a, y, 5)
+    T.optimal_thresholds(a, y, 5)
+    t_small_io = best(lambda: T.thresholds_io(prob), 200)
+    t_small_pio = best(lambda: T.thresholds_pio(prob, 2), 200)
+    row('tiny: thresholds_pio vs io', 'n=200, K=5', t_small_pio, t_small_io, 'IO', None)
+    t_opt = best(lambda: T.optimal_thresholds(a, y, 5), 200)
+    t_prep = best(lambda: T.prepare(a, y, 5), 200)
+    row('tiny: optimal_thresholds', 'n=200, K=5', t_opt, t_prep, 'prepare alone', None)
+    old = T.PIO_MIN_WORK
+    T.PIO_MIN_WORK = 0
+    t_forced = best(lambda: T.thresholds_pio(prob, 2), 50)
+    T.PIO_MIN_WORK = old
+    row('tiny: forced parallel (no cutoff)', 'n=200, K=5', t_forced, t_small_io, 'IO',  None)
+    print(f"  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, threading layer {numba.threading_layer()}")
+
+    print("\npeak memory of prepare + solver (fresh process, tracemalloc: every array is allocated by NumPy; the kernels"
+          " allocate only O(K) internally):")
+    for path in ('io', 'dp'):
+        m = child(MEMORY_CHILD.format(here=HERE, n=n, K=100, path=path))
+        note = ('target ≤ 2× inputs + O(N + K): ' + ('yes' if m['peak'] <= 2 * m['inputs'] + 16 * n else 'NO')
+                if path == 'io' else f"of which the one-bit backtracking table {n * 2 * 8 / 1e6:.1f} MB; float64 L "
+                f"would be {n * 100 * 8 / 1e6:.0f} MB, an int16 argmin table {n * 100 * 2 / 1e6:.0f} MB")
+        print(f"  prepare + {path.upper()}, N={n:.0e}, K=100: peak {m['peak'] / 1e6:.1f} MB = {m['peak'] / m['inputs']:.2f}× "
+              f"the inputs (a float64 + y int64 = {m['inputs'] / 1e6:.1f} MB); {note}")
+
+    with tempfile.TemporaryDirectory() as cache:
+        cold = child(COMPILE_CHILD, dict(os.environ, NUMBA_CACHE_DIR=cache))
+        warm = child(COMPILE_CHILD, dict(os.environ, NUMBA_CACHE_DIR=cache))
+    print("\nfirst call, empty Numba cache:  " + ', '.join(f"{k} {v:.2f} s" for k, v in cold.items()))
+    print("first call, warm Numba cache:   " + ', '.join(f"{k} {v:.2f} s" for k, v in warm.items()))
+
+
+if __name__ == '__main__':
+    main('--quick' in sys.argv[1:])

@@ -1,0 +1,303 @@
+"""Tests of isocal.thresholds against independent references.
+
+References (no expected value below was produced by isocal.thresholds): exhaustive search over every ordered vector
+of candidate thresholds with exact `fractions.Fraction` risks (the lexicographically first optimum is the canonical
+answer), a direct O(n·K) evaluation of h_thr(u; t) = 1 + Σ 1(u ≥ t_k), and the paper's counterexample computed by hand.
+"""
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from isocal.thresholds import (ThresholdLabeler, empirical_risk, loss_matrix, optimal_thresholds, ordinal_scores,
+                               prepare, theorem2_holds, threshold_labels, thresholds_dp, thresholds_io,
+                               thresholds_pio)
+import isocal.thresholds as thr
+
+
+def named_loss(name, K):
+    "ℓ(k, l) for k predicted, l true (1-based), written out independently of the module."
+    return {'absolute': lambda k, l: abs(k - l), 'squared': lambda k, l: (k - l) ** 2,
+            'zero-one': lambda k, l: int(k != l)}[name]
+
+
+def labels_of(a, t):
+    "h_thr(u; t) = 1 + Σ_k 1(u ≥ t_k), one score at a time."
+    return [1 + sum(1 for tk in t if u >= tk) for u in a]
+
+
+def candidate_points(a):
+    "−∞, a point strictly inside each gap between consecutive distinct scores, +∞ (exact: Fractions)."
+    v = sorted(set(Fraction(x) for x in a))
+    return [None] + [(v[i - 1] + v[i]) / 2 for i in range(1, len(v))] + ['inf']
+
+
+def brute_force(a, y, K, ell, w=None):
+    """(exact minimal total loss, the lexicographically smallest optimal ordered candidate-index vector) by trying every
+    ordered vector of candidate indices."""
+    w = [1] * len(a) if w is None else w
+    v = sorted(set(a))
+    # the sample at distinct value j (0-based) is ≥ candidate i iff i ≤ j: exact, no float midpoints needed
+    pos = [v.index(x) for x in a]
+    best = None
+    for idx in itertools.combinations_with_replacement(range(len(v) + 1), K - 1):
+        tot = sum(Fraction(wi) * Fraction(ell(1 + sum(1 for i in idx if i <= p), yi)) for wi, p, yi in zip(w, pos, y))
+        if best is None or tot < best[0]:
+            best = (tot, idx)
+    return best
+
+
+def loss_table(ell, K):
+    return np.array([[ell(k, l) for l in range(1, K + 1)] for k in range(1, K + 1)], dtype=float)
+
+
+tiny = st.integers(2, 4).flatmap(lambda K: st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.just(K),
+    st.lists(st.integers(0, 3), min_size=n, max_size=n),                       # scores with many ties
+    st.lists(st.integers(1, K), min_size=n, max_size=n),
+    st.one_of(st.none(), st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+    st.one_of(st.sampled_from(['absolute', 'squared', 'zero-one']),
+              st.lists(st.integers(0, 4), min_size=K * K, max_size=K * K)))))
+
+
+@given(tiny)
+def test_brute_force_dp_io_pio(case):
+    K, a, y, w, loss = case
+    if w is not None and sum(w) == 0: w = None
+    if isinstance(loss, str):
+        ell = named_loss(loss, K)
+        L = loss
+    else:
+        M = np.array(loss, float).reshape(K, K)
+        ell = lambda k, l: M[k - 1, l - 1]
+        L = M
+    total, idx = brute_force(a, y, K, ell, w)
+    prob = prepare(np.array(a, float), y, K, L, sample_weight=w)
+    dp = thresholds_dp(prob)
+    assert tuple(dp.indices) == idx
+    assert Fraction(dp.total_loss) == total
+    assert dp.risk == pytest.approx(float(total / sum(w if w is not None else [1] * len(a))), rel=1e-12)
+    io, pio = thresholds_io(prob), thresholds_pio(prob)
+    assert np.array_equal(io.indices, pio.indices)
+    if io.ordered:
+        assert tuple(io.indices) == idx
+    else:
+        assert Fraction(io.total_loss) >= total           # unordered: not guaranteed optimal (it may still tie)
+        assert not prob.theorem2
+    opt = optimal_thresholds(np.array(a, float), y, K, L, sample_weight=w)
+    assert tuple(opt.indices) == idx and opt.path == ('io' if io.ordered else 'io→dp')
+    # the thresholds reproduce the optimum through h_thr itself
+    assert [int(g) for g in opt.predict(np.array(a, float))] == labels_of(a, opt.thresholds)
+    got = sum(Fraction(wi) * Fraction(ell(g, yi)) for wi, g, yi in
+              zip(w if w is not None else [1] * len(a), labels_of(a, opt.thresholds), y))
+    assert got == total
+
+
+def test_zero_one_counterexample():
+    prob = prepare([1, 2, 3], [3, 1, 2], 3, 'zero-one')
+    io = thresholds_io(prob)
+    # by hand: R_1 is smallest at 2.5 (1 error), R_2 leftmost smallest at −∞ (2 errors) → labels (2, 2, 3): 3 errors
+    assert list(io.thresholds) == [2.5, -np.inf] and not io.ordered and io.total_loss == 3
+    dp = thresholds_dp(prob)
+    assert list(dp.thresholds) == [2.5, np.inf] and dp.total_loss == 1 and dp.risk == pytest.approx(1 / 3)
+    opt = optimal_thresholds([1, 2, 3], [3, 1, 2], 3, 'zero-one')
+    assert (opt.path, opt.io_ordered, opt.theorem2) == ('io→dp', False, False)
+    assert brute_force([1, 2, 3], [3, 1, 2], 3, named_loss('zero-one', 3))[0] == 1
+
+
+def asymmetric(K, over, under, power):
+    return [[(over * (k - l) if k > l else under * (l - k)) ** power for l in range(K)] for k in range(K)]
+
+
+@given(st.integers(2, 9), st.integers(1, 200), st.integers(0, 2**32 - 1),
+       st.sampled_from(['absolute', 'squared', 'asym', 'asym2']))
+def test_theorem2_io_equals_dp(K, n, seed, name):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, max(2, n // 4), n).astype(float)
+    y = rng.integers(1, K + 1, n)
+    loss = {'asym': asymmetric(K, 3, 1, 1), 'asym2': asymmetric(K, 1, 2, 2)}.get(name, name)
+    assert theorem2_holds(loss, K)
+    prob = prepare(a, y, K, loss)
+    io, dp = thresholds_io(prob), thresholds_dp(prob)
+    assert io.ordered and np.array_equal(io.indices, dp.indices) and io.total_loss == dp.total_loss
+    assert optimal_thresholds(a, y, K, loss).path == 'io'
+
+
+def test_theorem2_condition():
+    assert theorem2_holds('absolute', 5) and theorem2_holds('squared', 5)
+    assert not theorem2_holds('zero-one', 3)
+    assert theorem2_holds('zero-one', 2)             # vacuous for K = 2
+    assert not theorem2_holds([[0, 1, 1], [1, 0, 5], [1, 1, 0]], 3)
+
+
+@pytest.mark.parametrize('seed', range(2))
+@pytest.mark.parametrize('nblocks', [2, 3, 7])
+def test_pio_blocks_equal_io(seed, nblocks, monkeypatch):
+    rng = np.random.default_rng(seed)
+    n, K = 600, 12
+    a = np.round(rng.normal(size=n), 2)                 # ties
+    y = rng.integers(1, K + 1, n)
+    w = rng.integers(0, 4, n).astype(float)
+    for loss in ('absolute', 'zero-one'):
+        prob = prepare(a, y, K, loss, sample_weight=w)
+        monkeypatch.setattr(thr, 'PIO_MIN_WORK', 0)
+        monkeypatch.setattr(thr, '_n_blocks', lambda n_jobs, work: nblocks)   # more blocks than threads is fine
+        pio = thresholds_pio(prob, n_jobs=2)
+        assert pio.n_blocks == nblocks
+        io = thresholds_io(prob)
+        assert np.array_equal(pio.indices, io.indices)
+        assert np.array_equal(thresholds_pio(prob, n_jobs=2, over='k').indices, io.indices)
+        # IO against its definition: each k's leftmost minimiser of the risk of (−∞.., t, ..+∞), exact in integers
+        vals = np.unique(a)
+        above = np.searchsorted(vals, a)[None, :] >= np.arange(len(vals) + 1)[:, None]     # candidate × sample
+        for k in (0, 5, K - 2):
+            g = np.where(above, k + 2, k + 1)
+            risks = list((w.astype(np.int64) * prob.L[g - 1, y - 1].astype(np.int64)).sum(axis=1))
+            assert io.indices[k] == risks.index(min(risks))
+
+
+def test_pio_small_is_sequential():
+    prob = prepare([0.0, 1.0, 2.0], [1, 2, 3], 3)
+    assert thresholds_pio(prob, n_jobs=2).n_blocks == 1
+    assert thresholds_pio(prob, n_jobs=1).n_blocks == 1
+
+
+def test_ties_canonical_leftmost():
+    # all scores equal: every threshold either below (−∞) or above (+∞) everything; labels 1 and 3 once each, K = 3,
+    # absolute loss: predicting 2 for both costs 2, as does 1 or 3 → optimal: all three labels tie; leftmost = all −∞
+    res = optimal_thresholds([5.0, 5.0], [1, 3], 3)
+    ref = brute_force([5, 5], [1, 3], 3, named_loss('absolute', 3))
+    assert tuple(res.indices) == ref[1] == (0, 0)
+    assert list(res.thresholds) == [-np.inf, -np.inf]
+    for solver in (thresholds_dp, thresholds_io, thresholds_pio):
+        assert tuple(solver(prepare([5.0, 5.0], [1, 3], 3)).indices) == (0, 0)
+
+
+def test_classes_absent():
+    a = np.array([0.0, 1.0, 2.0, 3.0])
+    y = np.array([1, 1, 5, 5])
+    res = optimal_thresholds(a, y, 5)
+    ref = brute_force(list(a), list(y), 5, named_loss('absolute', 5))
+    assert tuple(res.indices) == ref[1] and res.total_loss == ref[0] == 0
+    assert list(res.thresholds) == [1.5] * 4
+    assert list(res.predict([1.0, 1.5, 9.0])) == [1, 5, 5]
+
+
+def test_single_sample_and_single_value():
+    res = optimal_thresholds([0.3], [2], 3)
+    assert res.total_loss == 0 and list(res.predict([0.3])) == [2]
+    res = optimal_thresholds([1.0, 1.0, 1.0], [2, 2, 3], 3, 'zero-one')
+    assert res.total_loss == 1 and list(res.predict([1.0])) == [2]
+
+
+def test_adjacent_floats_candidate_separates():
+    lo = 1.0
+    hi = np.nextafter(lo, 2.0)
+    res = optimal_thresholds([lo, hi], [1, 2], 2)
+    assert res.total_loss == 0
+    assert list(threshold_labels([lo, hi], res.thresholds)) == [1, 2]
+
+
+def test_huge_scores_no_overflow():
+    res = optimal_thresholds([-1.7e308, 1.7e308], [1, 2], 2)
+    assert res.total_loss == 0 and np.isfinite(res.thresholds).all()
+
+
+def test_float_labels_accepted_and_weights():
+    res = optimal_thresholds([0.0, 1.0, 2.0], np.array([1.0, 2.0, 2.0]), 2, sample_weight=[1.0, 0.0, 2.0])
+    ref = brute_force([0, 1, 2], [1, 2, 2], 2, named_loss('absolute', 2), [1, 0, 2])
+    assert tuple(res.indices) == ref[1]
+
+
+def test_dense_matrices_on_request():
+    prob = prepare([2.0, 1.0, 2.0], [1, 3, 2], 3, 'squared')
+    np.testing.assert_array_equal(prob.values, [1.0, 2.0])
+    np.testing.assert_array_equal(prob.label_counts(), [[0, 0, 1], [1, 1, 0]])
+    # M[j, k] = Σ_{y at value j} (k − y)²
+    np.testing.assert_array_equal(prob.loss_matrix_M(), [[4, 1, 0], [1, 1, 5]])
+    np.testing.assert_array_equal(prob.candidates, [-np.inf, 1.5, np.inf])
+
+
+def test_empirical_risk_and_labels_against_direct_evaluation():
+    rng = np.random.default_rng(3)
+    a, y = rng.normal(size=200), rng.integers(1, 5, 200)
+    t = np.array([0.5, -0.2, np.inf])
+    direct = np.mean([abs(g - yi) for g, yi in zip(labels_of(a, t), y)])
+    assert empirical_risk(a, y, t, 4) == pytest.approx(direct)
+    assert list(threshold_labels(a, t)) == labels_of(a, t)
+
+
+def test_labeler_maps_any_ordered_labels():
+    X = np.array([0.1, 0.2, 0.6, 0.7, 1.5])
+    y = np.array(['bad', 'bad', 'ok', 'ok', 'good'])
+    lab = ThresholdLabeler(classes=['bad', 'ok', 'good'], loss='zero-one').fit(X.reshape(-1, 1), y)
+    assert list(lab.predict(X)) == list(y)
+    assert lab.score(X, y) == 1.0
+    lab0 = ThresholdLabeler().fit(X, [0, 0, 1, 1, 2])      # 0-based labels through the labeler
+    assert list(lab0.classes_) == [0, 1, 2] and list(lab0.predict(X)) == [0, 0, 1, 1, 2]
+    with pytest.raises(ValueError, match='`y` has label'):
+        ThresholdLabeler(classes=['bad', 'ok']).fit(X, y)
+    with pytest.raises(ValueError, match='single class'):
+        ThresholdLabeler().fit(X, ['ok'] * 5)
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        ThresholdLabeler().predict(X)
+
+
+def test_labeler_with_regressor_and_ordered_model():
+    from sklearn.linear_model import LinearRegression
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = 1 + np.digitize(X @ [1.0, -0.5] + rng.normal(0, 0.3, 300), [-0.8, 0.0, 0.8])
+    reg = LinearRegression().fit(X, y)
+    lab = ThresholdLabeler(model=reg).fit(X, y)
+    direct = optimal_thresholds(reg.predict(X), y, 4)
+    np.testing.assert_array_equal(lab.thresholds_, direct.thresholds)
+    np.testing.assert_array_equal(lab.predict(X), threshold_labels(reg.predict(X), direct.thresholds))
+    om = OrderedModel(y, X, distr='logit').fit(method='bfgs', disp=False)
+    np.testing.assert_allclose(ordinal_scores(om, X), X @ om.params[:2])
+    assert ThresholdLabeler(model=om).fit(X, y).result_.path == 'io'
+
+
+@pytest.mark.parametrize('call, kind, words', [
+    (lambda: prepare([1.0, np.nan], [1, 2], 2), ValueError, '`a` must be finite'),
+    (lambda: prepare([1.0, np.inf], [1, 2], 2), ValueError, '`a` must be finite'),
+    (lambda: prepare([], [], 2), ValueError, '`a` is empty'),
+    (lambda: prepare([1.0, 2.0], [1, 2, 2], 2), ValueError, 'length mismatch'),
+    (lambda: prepare([1.0, 2.0], [0, 1], 2), ValueError, '0-based labels'),
+    (lambda: prepare([1.0, 2.0], [1, 3], 2), ValueError, '`y` must hold labels 1..2'),
+    (lambda: prepare([1.0, 2.0], [1.5, 2], 2), ValueError, '`y` must hold integer labels'),
+    (lambda: prepare([1.0, 2.0], ['a', 'b'], 2), TypeError, '`y`'),
+    (lambda: prepare([1.0, 2.0], [True, False], 2), TypeError, '`y`'),
+    (lambda: prepare([[1.0, 2.0]], [1, 2], 2), ValueError, '`a` must be one-dimensional'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 1), ValueError, '`n_classes` must be at least 2'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2.0), TypeError, '`n_classes`'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2, 'hinge'), ValueError, '`loss` must be one of'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2, np.ones((3, 3))), ValueError, '`loss` matrix must have shape (2, 2)'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2, [[0, -1], [1, 0]]), ValueError, '`loss` matrix must be non-negative'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2, [[0, np.nan], [1, 0]]), ValueError, '`loss` matrix must be finite'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2, sample_weight=[1.0, -1.0]), ValueError, '`sample_weight`'),
+    (lambda: prepare([1.0, 2.0], [1, 2], 2, sample_weight=[0.0, 0.0]), ValueError, '`sample_weight`'),
+    (lambda: thresholds_dp('not a problem'), TypeError, '`prob`'),
+    (lambda: thresholds_pio(prepare([1.0], [1], 2), n_jobs=0), ValueError, '`n_jobs`'),
+    (lambda: thresholds_pio(prepare([1.0], [1], 2), over='i'), ValueError, '`over`'),
+    (lambda: threshold_labels([np.nan], [0.0]), ValueError, '`u`'),
+    (lambda: empirical_risk([1.0], [1], [0.0, 1.0], 2), ValueError, '`thresholds`'),
+])
+def test_bad_input(call, kind, words):
+    with pytest.raises(kind, match=None) as err:
+        call()
+    assert words in str(err.value)
+
+
+def test_loss_matrix_orientation():
+    # rows are predictions, columns truths: an asymmetric matrix must be used as given, not transposed
+    L = np.array([[0, 10], [1, 0]])          # predicting 1 when the truth is 2 costs 10; predicting 2 for 1 costs 1
+    res = optimal_thresholds([0.0, 1.0], [2, 1], 2, L)
+    # candidates: −∞ (both → 2: cost 1), 0.5 (→ 1, 2: cost 10 + 1), +∞ (both → 1: cost 10)
+    assert list(res.thresholds) == [-np.inf] and res.total_loss == 1
+    assert np.array_equal(loss_matrix(L, 2), L)
