@@ -1,0 +1,435 @@
+"""Tests of isocal.aum against independent references.
+
+References (no expected value below was produced by isocal.aum itself): AUM and AUC recomputed by plain sorting in
+exact `fractions.Fraction` arithmetic at every pairwise crossing step (itself a Fraction) and between crossings;
+finite differences of that exact AUM for the directional derivatives; the stopping rules re-applied to the exact path.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from isocal.aum import (Breakpoints, aum, aum_gradient, aum_gradient_descent, aum_line_search, aum_line_search_lines,
+                        binary_breakpoints, error_function_breakpoints, make_breakpoints)
+
+
+# --- exact references -------------------------------------------------------------------------------------------
+def exact_lines(e, d, fp, fn):
+    "Lines as Fractions, identical lines merged and lines without error jumps dropped (they change nothing)."
+    merged = {}
+    for a, b, c, g in zip(e, d, fp, fn):
+        key = (F(a), F(b))
+        old = merged.get(key, (F(0), F(0)))
+        merged[key] = (old[0] + F(c), old[1] + F(g))
+    return [(k[0], k[1], v[0], v[1]) for k, v in merged.items() if v != (0, 0)]
+
+
+def sort_aum_auc(thr, fp, fn):
+    "AUM and AUC by sorting; equal thresholds share one ROC point."
+    order = sorted(range(len(thr)), key=lambda b: thr[b])
+    fn_total = -sum(fn)
+    fp_lo, fn_lo, area, auc, i, prev = F(0), fn_total, F(0), F(0), 0, None
+    while i < len(order):
+        t, j, fp_hi, fn_hi = thr[order[i]], i, fp_lo, fn_lo
+        while j < len(order) and thr[order[j]] == t:
+            fp_hi, fn_hi, j = fp_hi + fp[order[j]], fn_hi + fn[order[j]], j + 1
+        if prev is not None:
+            area += (t - prev) * min(fp_lo, fn_lo)
+        auc += (fp_hi - fp_lo) * ((fn_total - fn_hi) + (fn_total - fn_lo)) / 2
+        prev, fp_lo, fn_lo, i = t, fp_hi, fn_hi, j
+    return area, auc
+
+
+def lines_at(lines, s):
+    return sort_aum_auc([a + s * b for a, b, _, _ in lines], [l[2] for l in lines], [l[3] for l in lines])
+
+
+def exact_path(lines):
+    "Rows (σ, AUM, slope after, AUC at, AUC after, #points where lines meet, #lines changing rank)."
+    steps = {F(0)}
+    for i in range(len(lines)):
+        for j in range(i + 1, len(lines)):
+            if lines[i][1] != lines[j][1]:
+                s = (lines[j][0] - lines[i][0]) / (lines[i][1] - lines[j][1])
+                if s > 0:
+                    steps.add(s)
+    steps = sorted(steps)
+    rows = []
+    for k, s in enumerate(steps):
+        mid = (s + steps[k + 1]) / 2 if k + 1 < len(steps) else s + 1
+        a0, c0 = lines_at(lines, s)
+        a1, c1 = lines_at(lines, mid)
+        T = [a + s * b for a, b, _, _ in lines]
+        points = sum(1 for t in set(T) if T.count(t) > 1) if k else 0
+        before = sorted(range(len(lines)), key=lambda b: (T[b], -lines[b][1]))
+        after = sorted(range(len(lines)), key=lambda b: (T[b], lines[b][1]))
+        moved = sum(x != y for x, y in zip(before, after)) if k else 0
+        rows.append((s, a0, (a1 - a0) / (mid - s), c0, c1, points, moved))
+    return rows
+
+
+def assert_path_matches(res, rows, counts=True):
+    assert len(res) == len(rows)
+    got = np.column_stack([res.step_size, res.aum, res.aum_slope_after, res.auc_at, res.auc_after])
+    np.testing.assert_allclose(got, np.array([r[:5] for r in rows], float), rtol=1e-9, atol=1e-9)
+    if counts:
+        np.testing.assert_array_equal(res.intersections, [r[5] for r in rows])
+        np.testing.assert_array_equal(res.swaps, [r[6] for r in rows])
+
+
+def first_min_rule(rows):
+    "The first AUM minimum of an exact path: the first row after which AUM rises (midpoint of a flat stretch)."
+    flat = None
+    for s, _, slope, *_ in rows:
+        if slope > 0:
+            return s if flat is None else (flat + s) / 2
+        if slope == 0:
+            flat = s if flat is None else flat
+        else:
+            flat = None
+    return rows[-1][0] if flat is None else (flat + rows[-1][0]) / 2
+
+
+def max_auc_rule(rows):
+    "The best AUC seen before the first AUC value below the running maximum (exact path), and its value."
+    best, lo, hi = rows[0][4], F(0), None
+    for s, _, _, at, after, *_ in rows[1:]:
+        if hi is None:
+            hi = s
+        if at < best or after < best:
+            break
+        if at > best and at >= after:
+            best, lo, hi = at, s, s
+        elif after > best:
+            best, lo, hi = after, s, None
+    return best
+
+
+# --- strategies -------------------------------------------------------------------------------------------------
+def binary_jumps(labels):
+    return [1.0 if y == 0 else 0.0 for y in labels], [-1.0 if y == 1 else 0.0 for y in labels]
+
+
+grid_lines = st.integers(2, 9).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(-3, 3), min_size=n, max_size=n), st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+    st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+
+
+@st.composite
+def concurrent_lines(draw):
+    "Several bundles of 2–5 lines, each bundle through one point (s0 > 0, t0) with exactly representable numbers."
+    e, d, lab = [], [], []
+    for _ in range(draw(st.integers(1, 3))):
+        s0 = draw(st.sampled_from([0.25, 0.5, 1.0, 1.5, 3.0]))
+        t0 = draw(st.integers(-4, 4))
+        for slope in draw(st.lists(st.integers(-4, 4), min_size=2, max_size=5, unique=True)):
+            e.append(t0 - s0 * slope)
+            d.append(float(slope))
+            lab.append(draw(st.integers(0, 1)))
+    return e, d, lab
+
+
+# --- the line search against exact sorting ----------------------------------------------------------------------
+@given(grid_lines)
+def test_integer_grid_binary_path_is_exact(data):
+    e, d, lab = data
+    fp, fn = binary_jumps(lab)
+    lines = exact_lines(e, d, fp, fn)
+    if sum(l[2] for l in lines) == 0 or sum(l[3] for l in lines) == 0:
+        return
+    res = aum_line_search_lines(e, d, fp, fn, stop='quadratic')
+    assert_path_matches(res, exact_path(lines))
+
+
+@given(concurrent_lines())
+def test_three_or_more_lines_meeting_at_one_point(data):
+    e, d, lab = data
+    lab[0], lab[-1] = 0, 1
+    fp, fn = binary_jumps(lab)
+    lines = exact_lines(e, d, fp, fn)
+    res = aum_line_search_lines(e, d, fp, fn, stop='quadratic')
+    rows = exact_path(lines)
+    assert_path_matches(res, rows)
+    assert min(res.aum) >= -1e-12
+
+
+@given(st.integers(2, 7).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(-3, 3), min_size=n, max_size=n), st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+    st.lists(st.integers(-1, 2), min_size=n, max_size=n), st.lists(st.integers(-2, 1), min_size=n, max_size=n))))
+def test_general_jumps_path_is_exact(data):
+    "Non-monotone error functions (jumps of both signs): AUC may leave [0, 1], AUM may be negative; still exact."
+    e, d, fp, fn = (list(map(float, x)) for x in data)
+    lines = exact_lines(e, d, fp, fn)
+    if not lines:
+        return
+    res = aum_line_search_lines(e, d, fp, fn, stop='quadratic')
+    assert_path_matches(res, exact_path(lines))
+
+
+@pytest.mark.parametrize('seed', range(6))
+def test_random_float_lines_path_is_exact(seed):
+    rng = np.random.default_rng(seed)
+    n = 25
+    e, d = rng.normal(size=n), rng.normal(size=n)
+    fp, fn = rng.integers(0, 3, n).astype(float), -rng.integers(0, 3, n).astype(float)
+    res = aum_line_search_lines(e, d, fp, fn, stop='quadratic')
+    assert_path_matches(res, exact_path(exact_lines(e, d, fp, fn)))
+
+
+@given(grid_lines)
+def test_stop_rules_follow_the_exact_path(data):
+    e, d, lab = data
+    fp, fn = binary_jumps(lab)
+    lines = exact_lines(e, d, fp, fn)
+    if sum(l[2] for l in lines) == 0 or sum(l[3] for l in lines) == 0:
+        return
+    rows = exact_path(lines)
+    fm = aum_line_search_lines(e, d, fp, fn, stop='first_min')
+    assert fm.step == pytest.approx(float(first_min_rule(rows)), rel=1e-12, abs=1e-12)
+    ma = aum_line_search_lines(e, d, fp, fn, stop='max_auc')
+    assert float(lines_at(lines, F(ma.step))[1]) == pytest.approx(float(max_auc_rule(rows)), abs=1e-12)
+    lin = aum_line_search_lines(e, d, fp, fn, stop='linear')
+    assert len(lin) == min(len(rows), len(e))
+    assert_path_matches(lin, rows[:len(lin)])
+    two = aum_line_search_lines(e, d, fp, fn, stop=2)
+    assert len(two) == min(2, len(rows))
+
+
+def test_no_events_parallel_zero_direction_and_past_crossings():
+    for d in ([2.0, 2.0, 2.0], [0.0, 0.0, 0.0], [-1.0, 0.0, 1.0]):
+        res = aum_line_search_lines([0.0, 1.0, 2.0], d, [1.0, 0.0, 1.0], [0.0, -1.0, 0.0], stop='quadratic')
+        assert len(res) == 1 and res.step_size[0] == 0
+
+
+def test_max_step_ends_the_path_there():
+    e, d, fp, fn = [0.0, 1, 2, 3], [3.0, 1, -1, -2], [1.0, 0, 1, 0], [0.0, -1, 0, -1]
+    rows = exact_path(exact_lines(e, d, fp, fn))
+    res = aum_line_search_lines(e, d, fp, fn, stop='quadratic', max_step=0.62)
+    assert res.step_size[-1] == 0.62
+    assert res.aum[-1] == pytest.approx(float(lines_at(exact_lines(e, d, fp, fn), F(0.62))[0]))
+    np.testing.assert_allclose(res.aum[:-1], [float(r[1]) for r in rows if r[0] <= F(0.62)])
+
+
+# --- AUM, AUC, derivatives ----------------------------------------------------------------------------------------
+@given(st.integers(2, 10).flatmap(lambda n: st.tuples(st.lists(st.integers(0, 1), min_size=n, max_size=n),
+                                                      st.lists(st.integers(-2, 2), min_size=n, max_size=n))))
+def test_aum_auc_and_derivatives_with_ties(data):
+    y, pred = data
+    if len(set(y)) < 2:
+        return
+    bp = binary_breakpoints(y)
+    pred = np.array(pred, float)
+    r = aum(bp, pred)
+    fp, fn = [F(x) for x in bp.fp_diff.tolist()], [F(x) for x in bp.fn_diff.tolist()]
+    thr = lambda p: [F(v) - F(p[i]) for v, i in zip(bp.value.tolist(), bp.example.tolist())]
+    a0, c0 = sort_aum_auc(thr(pred.tolist()), fp, fn)
+    assert r.aum == pytest.approx(float(a0), abs=1e-12) and r.auc == pytest.approx(float(c0), abs=1e-12)
+    h = F(1, 1000)                      # integer predictions: the AUM is linear on [p - h, p + h] per side
+    for i in range(len(y)):
+        up = [F(p) for p in pred.tolist()]
+        down = list(up)
+        up[i] += h
+        down[i] -= h
+        assert r.right[i] == pytest.approx(float((sort_aum_auc(thr(up), fp, fn)[0] - a0) / h), abs=1e-12)
+        assert r.left[i] == pytest.approx(float((a0 - sort_aum_auc(thr(down), fp, fn)[0]) / h), abs=1e-12)
+
+
+def test_binary_auc_matches_sklearn():
+    from sklearn.metrics import roc_auc_score
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    pred = np.round(rng.normal(size=300), 1)
+    assert aum(binary_breakpoints(y), pred).auc == pytest.approx(roc_auc_score(y, pred), abs=1e-12)
+
+
+def test_model_line_search_matches_aum_along_the_direction():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 4))
+    y = (X[:, 0] + rng.normal(size=60) > 0.8).astype(int)
+    w = rng.normal(size=4)
+    bp = binary_breakpoints(y)
+    res = aum_line_search(bp, X, w, stop='quadratic')
+    val, grad = aum_gradient(bp, X, w)
+    r = aum(bp, X @ w)
+    np.testing.assert_allclose(grad, X.T @ (0.5 * (r.left + r.right)))
+    assert res.aum[0] == pytest.approx(val)
+    for s in np.linspace(0, res.step_size[-1] * 1.1, 40):
+        ref = aum(bp, X @ (w - s * grad))
+        assert res.aum_at(s) == pytest.approx(ref.aum, rel=1e-9, abs=1e-12)
+    fm = aum_line_search(bp, X, w, stop='first_min')
+    assert aum(bp, X @ (w - fm.step * grad)).aum <= val
+
+
+def test_identical_lines_are_merged():
+    # two examples with the same features and prediction give one line carrying both jumps
+    bp = binary_breakpoints([0, 1, 0, 1])
+    X = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    res = aum_line_search(bp, X, np.array([0.3, -0.2]), np.array([1.0, -2.0]), stop='quadratic')
+    assert res.n_lines == 3
+
+
+def test_changepoint_breakpoints_non_monotone_auc():
+    parts = [error_function_breakpoints(0, [-1.0, 0.0, 1.0], [0, 0, 0, 1], [1, 0, 1, 0]),
+             error_function_breakpoints(1, [-0.5, 0.5, 1.5], [0, 1, 0, 1], [1, 0, 0, 0])]
+    bp = make_breakpoints(*[np.concatenate(c) for c in zip(*parts)])
+    assert bp.n_examples == 2 and len(bp.value) == 6
+    # dyadic numbers: the float lines are the exact lines, so crossings that coincide in exact arithmetic coincide
+    X, w, d = np.array([[1.0, 0.25], [1.0, -0.75]]), np.array([0.125, -0.5]), np.array([1.0, -2.0])
+    res = aum_line_search(bp, X, w, d, stop='quadratic')
+    lines = exact_lines(bp.value - (X @ w)[bp.example], -(X @ d)[bp.example], bp.fp_diff, bp.fn_diff)
+    rows = exact_path(lines)
+    assert_path_matches(res, rows)
+
+
+def test_duplicate_breakpoints_of_one_example_are_summed():
+    bp = make_breakpoints([0.0, 0.0, 1.0], [0.5, 0.5, 0.0], [0.0, 0.0, -1.0], [0, 0, 1])
+    np.testing.assert_array_equal(bp.fp_diff, [1.0, 0.0])
+
+
+# --- learning -----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope='module')
+def small_problem():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 3))
+    y = (X @ [1.0, -0.5, 0.2] + 0.5 * rng.normal(size=120) > 0.9).astype(int)
+    return binary_breakpoints(y[:80]), X[:80], binary_breakpoints(y[80:]), X[80:]
+
+
+@pytest.mark.parametrize('method', ['first_min', 'linear', 'quadratic', 'max_auc', 'constant', 'grid'])
+def test_gradient_descent_methods(small_problem, method):
+    bp, X, bv, Xv = small_problem
+    r = aum_gradient_descent(bp, X, method=method, validation=(bv, Xv), max_iter=8, progress=False)
+    h = r.history
+    assert len(h['aum']) >= 2 and np.all(np.isfinite(h['aum']))
+    assert h['val_auc'][r.best_iter] == h['val_auc'].max()
+    np.testing.assert_allclose(aum(bv, Xv @ r.weights).auc, h['val_auc'].max())
+    if method in ('first_min', 'quadratic'):
+        assert np.all(np.diff(h['aum']) <= 1e-12)       # exact line search never increases the subtrain AUM
+
+
+def test_early_stopping_on_validation_auc(small_problem):
+    bp, X, bv, Xv = small_problem
+    r = aum_gradient_descent(bp, X, method='constant', step=50.0, validation=(bv, Xv), max_iter=200, patience=2)
+    assert r.stopped in ('early stopping', 'aum converged')
+    assert len(r.history['aum']) - 1 - r.best_iter <= 2 or r.stopped == 'aum converged'
+
+
+# --- bad input ----------------------------------------------------------------------------------------------------
+def test_bad_input_errors(small_problem):
+    bp, X, _, _ = small_problem
+    w = np.zeros(3)
+    ok = ([0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.0, -1.0])
+    with pytest.raises(ValueError, match='both classes'):
+        binary_breakpoints([1, 1, 1])
+    with pytest.raises(ValueError, match='`y`'):
+        binary_breakpoints([0, 1, 2])
+    with pytest.raises(ValueError, match='`X`'):
+        aum_line_search(bp, np.where(np.arange(240).reshape(80, 3) == 5, np.nan, X), w)
+    with pytest.raises(ValueError, match='`weights`'):
+        aum_line_search(bp, X, [0.0, np.inf, 0.0])
+    with pytest.raises(ValueError, match='`direction`'):
+        aum_line_search(bp, X, w, [0.0, np.nan, 1.0])
+    with pytest.raises(ValueError, match='`value`'):
+        make_breakpoints([0.0, np.nan], [1.0, 0.0], [0.0, -1.0], [0, 1])
+    with pytest.raises(ValueError, match='`fp_diff`'):
+        make_breakpoints([0.0, 1.0], [np.inf, 0.0], [0.0, -1.0], [0, 1])
+    with pytest.raises(ValueError, match='`X`'):
+        aum_line_search(bp, X[:10], w)
+    with pytest.raises(ValueError, match='`weights`'):
+        aum_line_search(bp, X, np.zeros(4))
+    with pytest.raises(ValueError, match='`direction`'):
+        aum_line_search(bp, X, w, np.zeros(2))
+    with pytest.raises(ValueError, match='length mismatch'):
+        aum_line_search_lines([0.0, 1.0], [1.0], [1.0, 0.0], [0.0, -1.0])
+    with pytest.raises(ValueError, match='`pred`'):
+        aum(bp, np.zeros(3))
+    for bad in (0, -1.0, np.nan):
+        with pytest.raises(ValueError, match='max_step'):
+            aum_line_search_lines(*ok, max_step=bad)
+    for bad in ('fastest', True, 0, 1.5):
+        with pytest.raises(ValueError, match='stop'):
+            aum_line_search_lines(*ok, stop=bad)
+    with pytest.raises(ValueError, match='method'):
+        aum_gradient_descent(bp, X, method='newton')
+    with pytest.raises(TypeError, match='breakpoints'):
+        aum_line_search((1, 2), X, w)
+
+
+# --- memory safety ------------------------------------------------------------------------------------------------
+BOUNDSCHECK_SCRIPT = textwrap.dedent("""
+    import numba, numpy as np
+    assert numba.config.BOUNDSCHECK == 1
+    from isocal.aum import aum_line_search_lines, aum_line_search, binary_breakpoints, aum_gradient_descent
+    rng = np.random.default_rng(0)
+    total = 0
+    for trial in range(300):
+        n = int(rng.integers(2, 30))
+        if trial % 3 == 0:    # bundles of lines through common points
+            s0, t0 = rng.choice([0.5, 1.0, 2.0], n), rng.integers(-3, 4, n).astype(float)
+            d = rng.integers(-4, 5, n).astype(float)
+            e = t0 - s0 * d
+        elif trial % 3 == 1:
+            e, d = rng.integers(-3, 4, n).astype(float), rng.integers(-3, 4, n).astype(float)
+        else:
+            e, d = rng.normal(size=n), rng.normal(size=n)
+        fp, fn = rng.integers(-1, 3, n).astype(float), -rng.integers(-1, 3, n).astype(float)
+        if not (fp.any() or fn.any()): fp[0] = 1.0
+        for stop in ('quadratic', 'first_min', 'max_auc', 'linear', 3):
+            total += len(aum_line_search_lines(e, d, fp, fn, stop=stop))
+        total += len(aum_line_search_lines(e, d, fp, fn, stop='quadratic', max_step=0.7))
+    X = rng.normal(size=(200, 3)); y = (X[:, 0] > 0.5).astype(int)
+    r = aum_gradient_descent(binary_breakpoints(y), X, method='first_min', max_iter=5)
+    print('ok', total)
+""")
+
+
+def test_kernels_with_numba_boundscheck():
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_BOUNDSCHECK='1', NUMBA_CACHE_DIR=cache)
+        out = subprocess.run([sys.executable, '-c', BOUNDSCHECK_SCRIPT], env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith('ok')
+
+
+def test_nearly_concurrent_float_lines_follow_sorting():
+    "Bundles of lines through points that floats cannot represent: the AUM path still matches sorting at any s."
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        n = int(rng.integers(3, 40))
+        s0, t0 = rng.choice([1 / 3, 0.7, np.pi / 5], n), rng.choice([0.1, 1 / 7, -2 / 3], n)
+        d = rng.normal(size=n)
+        e = t0 - s0 * d
+        fp = (rng.random(n) < 0.5).astype(float)
+        fn = -(fp == 0).astype(float)
+        if fp.sum() == 0 or fn.sum() == 0:
+            continue
+        res = aum_line_search_lines(e, d, fp, fn, stop='quadratic')
+        assert np.all(np.diff(res.step_size) > 0) and res.aum.min() >= 0
+        lines = exact_lines(e, d, fp, fn)
+        for s in rng.uniform(0, res.step_size[-1] * 1.2, 5):
+            ref = float(lines_at(lines, F(s))[0])
+            assert res.aum_at(s) == pytest.approx(ref, rel=1e-12, abs=1e-12)
+
+
+def test_one_feature_all_lines_meet_in_one_event():
+    "With one feature the direction is parallel to the weights: every threshold line passes through one point."
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(500, 1))
+    y = (X[:, 0] + rng.normal(size=500) > 1).astype(int)
+    bp = binary_breakpoints(y)
+    res = aum_line_search(bp, X, np.array([1.0]), stop='quadratic')
+    assert len(res) == 2 and res.swaps[1] == len(np.unique(X[:, 0]))
+    assert res.aum[1] == pytest.approx(0.0, abs=1e-9)
+    direction = -aum_gradient(bp, X, np.array([1.0]))[1]
+    for s in (0.5 * res.step_size[1], 2 * res.step_size[1]):
+        ref = aum(bp, X @ (np.array([1.0]) + s * direction))
+        assert res.aum_at(s) == pytest.approx(ref.aum, rel=1e-9, abs=1e-12)
+    assert res.auc_after[1] == pytest.approx(aum(bp, X @ (1 + 2 * res.step_size[1] * direction)).auc)
