@@ -469,7 +469,8 @@ class _IsotonicCalibrator:
         self.ties, self.interpolation, self.loss = ties, interpolation, loss
 
     def fit(self, X, y, sample_weight=None):
-        "Fit on scores `X` (shape (n,) or (n, 1)) and targets `y`; returns self."
+        "Fit on scores `X` (shape (n,) or (n, 1)) and targets `y`; returns self. Dask inputs: `isocal.distributed`."
+        if any(hasattr(a, '__dask_graph__') for a in (X, y, sample_weight)): return self._fit_dask(X, y, sample_weight)
         x = as_float_array(_as_column(X, 'X'), 'X', allow_empty=False)
         y = as_float_array(y, 'y', allow_empty=False)
         n = check_same_length(X=x, y=y)
@@ -485,6 +486,18 @@ class _IsotonicCalibrator:
         else:
             st = fit_staircase(x, y, w, increasing=inc, ties=self.ties, loss=self.loss)
             lo, hi, levels = st.x_lo, st.x_hi, st.levels
+        return self._set_staircase(lo, hi, levels, inc)
+
+    def _fit_dask(self, X, y, sample_weight):
+        "Fit on dask collections with `fit_isotonic_dask` (dask is imported only here)."
+        self._check_params()
+        inc = check_increasing(self.increasing, allow_auto=True)
+        if inc == 'auto': raise ValueError("`increasing`='auto' is not supported for dask inputs: pass True or False")
+        from isocal.distributed import fit_isotonic_dask
+        st = fit_isotonic_dask(X, y, sample_weight, increasing=inc, ties=self.ties, loss=self.loss)
+        return self._set_staircase(st.x_lo, st.x_hi, st.levels, inc)
+
+    def _set_staircase(self, lo, hi, levels, inc):
         levels = np.clip(levels, -np.inf if self.y_min is None else self.y_min,
                          np.inf if self.y_max is None else self.y_max)
         self.staircase_ = Staircase(lo, hi, levels, increasing=inc, interpolation=self.interpolation,
@@ -511,6 +524,9 @@ class _IsotonicCalibrator:
         if not hasattr(self, 'staircase_'):
             from sklearn.exceptions import NotFittedError
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
+        if hasattr(T, '__dask_graph__'):
+            from isocal.distributed import predict_dask
+            return predict_dask(self.staircase_, T)
         return self.staircase_._evaluate(_as_column(T, 'T'), 'T')
 
     def transform(self, T) -> np.ndarray:
