@@ -280,6 +280,16 @@ def _plan(pieces, sign, presorted, shuffle_method=None, primary=False):
     return delayed(_final_blocks)(_tree_reduce(summaries, lambda a, b: merge(a, b, sign)), sign)
 
 # %% ../nbs/11_distributed.ipynb #6d4834ed
+def _merge_rounding_splits(lo, hi, levels, ulps=4):
+    """Join neighbouring steps whose levels agree to `ulps` ulps. Pooling merges blocks of equal means, but sums
+    added in another order than a single machine's can leave two such blocks a rounding error apart: one step."""
+    if len(levels) < 2: return lo, hi, levels
+    scale = np.maximum(np.abs(levels[1:]), np.abs(levels[:-1]))
+    split = np.abs(np.diff(levels)) > ulps * np.finfo(np.float64).eps * scale
+    first = np.flatnonzero(np.concatenate([[True], split]))
+    last = np.concatenate([first[1:], [len(levels)]]) - 1
+    return lo[first], hi[last], levels[first]
+
 def _validated_pieces(x, y, weights, loss, tie_key):
     "Per-partition pieces of the columns, after one cheap parallel pass has validated them (errors name the argument)."
     import dask
@@ -328,7 +338,7 @@ def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str 
     loss = _weighted_mean_loss(loss)
     primary = ties == 'primary'
     pieces = _validated_pieces(x, y, weights, loss, (sign if primary else 0.0) if presorted else None)
-    lo, hi, levels = _plan(pieces, sign, bool(presorted), shuffle_method, primary).compute()
+    lo, hi, levels = _merge_rounding_splits(*_plan(pieces, sign, bool(presorted), shuffle_method, primary).compute())
     return Staircase(lo, hi, levels, increasing=sign > 0, interpolation=interpolation, out_of_bounds=out_of_bounds)
 
 # %% ../nbs/11_distributed.ipynb #f10f012c
