@@ -95,6 +95,11 @@ def _ivap_predict(ux, p0_table, p1_table, s, p0, p1):
 # %% ../nbs/04_venn_abers.ipynb #299a6cb9
 MERGES = ('log', 'brier')
 
+def _not_fitted(obj):
+    "scikit-learn's NotFittedError (a ValueError), imported only when raised."
+    from sklearn.exceptions import NotFittedError
+    return NotFittedError(f"this {type(obj).__name__} is not fitted yet: call `fit` first")
+
 def _check_binary_labels(labels, name: str) -> np.ndarray:
     y = as_float_array(labels, name, allow_empty=False)
     bad = np.flatnonzero((y != 0.0) & (y != 1.0))
@@ -147,7 +152,7 @@ class VennAbers:
 
     def _check_fitted(self):
         if not hasattr(self, 'p1_table_'):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
+            raise _not_fitted(self)
 
     def predict_interval(self, scores) -> tuple[np.ndarray, np.ndarray]:
         "(p0, p1): lower and upper probabilities of the label 1 for each test score."
@@ -209,7 +214,7 @@ class CrossVennAbers:
     def predict_interval(self, scores) -> tuple[np.ndarray, np.ndarray]:
         "Per-fold (p0, p1), each of shape (m, K)."
         if not hasattr(self, 'ivaps_'):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
+            raise _not_fitted(self)
         s = np.asarray(scores)
         if s.ndim != 2 or s.shape[1] != self.n_splits_:
             raise ValueError(f"`scores` must have shape (m, {self.n_splits_}): one column per fold's model, "

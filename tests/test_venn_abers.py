@@ -220,9 +220,12 @@ def test_fit_bad_input(scores, labels, error, message):
 
 
 def test_predict_bad_input():
+    from sklearn.exceptions import NotFittedError
     va = VennAbers()
-    with pytest.raises(ValueError, match="not fitted yet"):
+    with pytest.raises(NotFittedError, match="not fitted yet"):
         va.predict_interval([0.1])
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        CrossVennAbers().predict_interval(np.zeros((1, 2)))
     va.fit([0.1, 0.2], [0, 1])
     with pytest.raises(ValueError, match=r"`scores` must be finite"):
         va.predict_proba([np.nan])
