@@ -183,8 +183,7 @@ def brier_loss(y_true, p, *, sample_weight=None) -> float:
     float
         In [0, 4]; always predicting 1/2 scores 1.
     """
-    y, p, w = _binary_inputs(y_true, p, sample_weight)
-    return _weighted_mean(4.0 * (p - y) ** 2, w)
+    return 4.0 * brier_score(y_true, p, sample_weight=sample_weight)   # exact: scaling by 4 never rounds
 
 # %% ../nbs/08_metrics.ipynb #0a7ee7a8
 STRATEGIES = ("uniform", "quantile")

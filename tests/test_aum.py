@@ -13,7 +13,7 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from isocal.aum import (Breakpoints, aum, aum_gradient, aum_gradient_descent, aum_line_search, aum_line_search_lines,
@@ -136,14 +136,19 @@ def concurrent_lines(draw):
     return e, d, lab
 
 
-# --- the line search against exact sorting ----------------------------------------------------------------------
-@given(grid_lines)
-def test_integer_grid_binary_path_is_exact(data):
+def binary_problem(data):
+    "(e, d, fp, fn, exact lines) of a drawn binary problem; draws whose merged lines lack a class are rejected."
     e, d, lab = data
     fp, fn = binary_jumps(lab)
     lines = exact_lines(e, d, fp, fn)
-    if sum(l[2] for l in lines) == 0 or sum(l[3] for l in lines) == 0:
-        return
+    assume(sum(l[2] for l in lines) != 0 and sum(l[3] for l in lines) != 0)
+    return e, d, fp, fn, lines
+
+
+# --- the line search against exact sorting ----------------------------------------------------------------------
+@given(grid_lines)
+def test_integer_grid_binary_path_is_exact(data):
+    e, d, fp, fn, lines = binary_problem(data)
     res = aum_line_search_lines(e, d, fp, fn, stop='quadratic')
     assert_path_matches(res, exact_path(lines))
 
@@ -185,11 +190,7 @@ def test_random_float_lines_path_is_exact(seed):
 
 @given(grid_lines)
 def test_stop_rules_follow_the_exact_path(data):
-    e, d, lab = data
-    fp, fn = binary_jumps(lab)
-    lines = exact_lines(e, d, fp, fn)
-    if sum(l[2] for l in lines) == 0 or sum(l[3] for l in lines) == 0:
-        return
+    e, d, fp, fn, lines = binary_problem(data)
     rows = exact_path(lines)
     fm = aum_line_search_lines(e, d, fp, fn, stop='first_min')
     assert fm.step == pytest.approx(float(first_min_rule(rows)), rel=1e-12, abs=1e-12)
