@@ -6,8 +6,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
+import os
+import secrets
+import stat
 import sys
 
 import numpy as np
@@ -15,8 +19,9 @@ import numpy as np
 from . import __version__
 
 # %% auto #0
-__all__ = ['DEMO_LOG_LOSS_EPS', 'CVAP_SPLITS', 'InputError', 'read_columns', 'check_binary_labels', 'write_columns',
-           'demo_probabilities', 'save_reliability_png', 'run_demo', 'format_table', 'build_parser', 'main']
+__all__ = ['DEMO_LOG_LOSS_EPS', 'CVAP_SPLITS', 'SEED_MAX', 'CVAP_ONLY', 'InputError', 'read_columns', 'check_binary_labels',
+           'check_output', 'replace_file', 'write_columns', 'demo_probabilities', 'figure_formats', 'figure_path',
+           'save_reliability_figure', 'run_demo', 'format_table', 'build_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #8aa9b0c4
 class InputError(ValueError):
@@ -73,6 +78,9 @@ def _column_positions(header: list[str], columns: list[str], path) -> list[int]:
     if missing:
         found = ", ".join(repr(n) for n in names) or "nothing"
         raise InputError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; the header has {found}")
+    for c in columns:
+        if names.count(c) > 1:  # which of them is meant cannot be guessed
+            raise InputError(f"{path}: column {c!r} appears {names.count(c)} times in the header")
     return [names.index(c) for c in columns]
 
 # %% ../nbs/09_cli.ipynb #e02a882f
@@ -141,25 +149,135 @@ def check_binary_labels(labels: np.ndarray, lines: np.ndarray, path, column: str
         raise InputError(f"{path}, line {lines[i]}: column {column!r} must be 0 or 1, got {labels[i]:g}")
     return labels
 
+# %% ../nbs/09_cli.ipynb #da59f3a5
+def _temporary_beside(target: str) -> str:
+    "Create an empty, new temporary file in the directory of `target`, with the default mode; return its path."
+    directory, name = os.path.split(target)
+    while True:
+        # At most 64 characters of the name: the target's name may already be near the file system's limit.
+        path = os.path.join(directory, f".{name[:64]}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask applies, as for open()
+            return path
+        except FileExistsError:
+            continue
 
-def write_columns(path, columns: dict[str, np.ndarray]) -> None:
-    """Write equal-length numeric columns to a CSV file with a header row.
+
+def _is_special(target: str) -> bool:
+    "True if `target` exists and is not a regular file or directory (a device or pipe: nothing to lose)."
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _cannot_write(out, option: str, err: OSError) -> InputError:
+    return InputError(f"cannot write {option} {out}: {err.strerror or err}")
+
+
+def check_output(out, option: str = "--out", inputs: dict | None = None) -> None:
+    """Refuse an output that is one of the inputs or cannot be written, before any work is done.
+
+    Parameters
+    ----------
+    out : str or Path
+        The output file the user named.
+    option : str
+        The option that named it, for messages.
+    inputs : dict of str to (str or Path or None), optional
+        Input files by the argument that named them; None entries are skipped.
+    """
+    if not os.fspath(out):
+        raise InputError(f"{option} is empty: give the name of the file to write")
+    target = os.path.realpath(out)
+    if _is_special(target):
+        if not os.access(target, os.W_OK):
+            raise _cannot_write(out, option, PermissionError(13, os.strerror(13)))
+        return
+    for name, path in (inputs or {}).items():
+        if path is not None and _same_file(out, path):
+            raise InputError(f"{option} {out} is the same file as the input {name} {path}; "
+                             f"writing it would destroy the input: choose another output file")
+    if os.path.isdir(target):
+        raise _cannot_write(out, option, IsADirectoryError(21, os.strerror(21)))
+    try:
+        os.remove(_temporary_beside(target))
+    except OSError as err:
+        raise _cannot_write(out, option, err) from None
+
+
+def _same_file(a, b) -> bool:
+    "True if `a` and `b` name one file: `os.path.samefile` (links, `..`), or the same resolved path if one is absent."
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def replace_file(out, write, *, option: str = "--out", text: bool = True) -> None:
+    """Write a file by `write(file)` into a temporary file beside `out`, then rename it onto `out` when complete.
+
+    Parameters
+    ----------
+    out : str or Path
+        The file to write (replaced if it exists; a symbolic link is written through).
+    write : callable
+        Called with the open temporary file (text with `newline=""` and UTF-8 if `text`, else binary).
+    option : str
+        The option that named `out`, for messages.
+    text : bool
+        Open the file in text or binary mode.
+    """
+    target = os.path.realpath(out)
+    mode, kwargs = ("w", {"newline": "", "encoding": "utf-8"}) if text else ("wb", {})
+    try:
+        if _is_special(target):
+            with open(target, mode, **kwargs) as file:
+                write(file)
+            return
+        temporary = _temporary_beside(target)
+        try:
+            with open(temporary, mode, **kwargs) as file:
+                write(file)
+                file.flush()
+                os.fsync(file.fileno())
+            if os.path.exists(target):
+                os.chmod(temporary, stat.S_IMODE(os.stat(target).st_mode))
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+            raise
+    except OSError as err:
+        raise _cannot_write(out, option, err) from None
+
+
+def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -> None:
+    """Write equal-length numeric columns to a CSV file with a header row, replacing the file only when complete.
 
     Parameters
     ----------
     path : str or Path
-        Output file; it is overwritten.
+        Output file; it is replaced (see `replace_file`).
     columns : dict of str to numpy.ndarray
         Column name to values (integer or float). Values are written with `repr`, which round-trips float64
         exactly.
+    option : str
+        The option that named `path`, for messages.
     """
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as file:
-            writer = csv.writer(file)
-            writer.writerow(list(columns))
-            writer.writerows(zip(*(map(repr, np.asarray(v).tolist()) for v in columns.values())))
-    except OSError as err:
-        raise InputError(f"cannot write {path}: {err.strerror or err}") from None
+    arrays = {name: np.asarray(v) for name, v in columns.items()}
+    lengths = {a.shape[0] if a.ndim == 1 else None for a in arrays.values()}
+    if len(lengths) != 1 or None in lengths:  # zip would silently cut the longer columns
+        shapes = ", ".join(f"{name!r} {a.shape}" for name, a in arrays.items())
+        raise ValueError(f"`columns` must be 1-D arrays of one length, got shapes {shapes}")
+
+    def write(file):
+        writer = csv.writer(file)
+        writer.writerow(list(columns))
+        writer.writerows(zip(*(map(repr, a.tolist()) for a in arrays.values())))
+
+    replace_file(path, write, option=option)
 
 # %% ../nbs/09_cli.ipynb #a72c0bd8
 DEMO_LOG_LOSS_EPS = 1e-3
@@ -228,14 +346,56 @@ def demo_probabilities(seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]
         test_scores[:, j] = _log_odds(fold_model, X_test)
     cvap = CrossVennAbers().fit(out_of_fold, y_all, folds)
     q0, q1 = cvap.predict_interval(test_scores)
-    cvap_width = np.exp(np.log(q1).mean(axis=1)) - (1 - np.exp(np.log1p(-q0).mean(axis=1)))
     probs = {"uncalibrated": model.predict_proba(X_test)[:, 1], "isotonic": calibrator.predict(s_test),
              "IVAP": ivap.predict_proba(s_test), "CVAP": cvap.predict_proba(test_scores)}
-    return y_test, probs, {"IVAP": float(np.mean(p1 - p0)), "CVAP": float(np.mean(cvap_width))}
+    return y_test, probs, {"IVAP": float(np.mean(p1 - p0)), "CVAP": float(np.mean(q1 - q0))}
 
 
-def save_reliability_png(y_true, probs: dict, out, title: str | None = None) -> None:
-    """Draw a reliability diagram into a PNG file without touching pyplot's global state.
+
+def figure_formats() -> list[str]:
+    """File extensions (without the dot) that `isocal demo --out` can write: Matplotlib's formats, less PGF when the
+    TeX system it needs is not installed."""
+    import shutil
+
+    import matplotlib
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if shutil.which(matplotlib.rcParams["pgf.texsystem"]) is None:
+        formats.remove("pgf")
+    return formats
+
+
+def figure_path(out, option: str = "--out") -> tuple[str, str]:
+    """The file a figure named `out` is written to, and its format: from the extension, PNG if there is none.
+
+    Parameters
+    ----------
+    out : str or Path
+        File name the user gave.
+    option : str
+        The option that named it, for messages.
+
+    Returns
+    -------
+    path : str
+        `out`, with ".png" appended if it has no extension.
+    format : str
+        Matplotlib format name (the extension in lower case).
+    """
+    path = os.fspath(out)
+    stem, extension = os.path.splitext(path)
+    if not extension and path and not path.endswith(("/", os.sep)):
+        return path + ".png", "png"
+    fmt, formats = extension[1:].lower(), figure_formats()
+    if fmt not in formats:
+        raise InputError(f"{option} {out}: unsupported figure format {fmt!r}; use one of "
+                         f"{', '.join('.' + f for f in formats)}")
+    return path, fmt
+
+
+def save_reliability_figure(y_true, probs: dict, out, title: str | None = None) -> str:
+    """Draw a reliability diagram into a file, without touching pyplot's global state; return the path written.
 
     Parameters
     ----------
@@ -244,22 +404,25 @@ def save_reliability_png(y_true, probs: dict, out, title: str | None = None) -> 
     probs : dict of str to array-like
         Probabilities per model.
     out : str or Path
-        PNG file to write.
+        Figure file; its extension chooses the format (see `figure_path`). It is replaced only when complete.
     title : str, optional
         Title of the diagram.
+
+    Returns
+    -------
+    str
+        The path written.
     """
     from matplotlib.figure import Figure  # a bare Figure renders with Agg: no display, no pyplot backend switch
 
     from isocal.metrics import reliability_diagram
 
+    path, fmt = figure_path(out)
     fig = Figure(figsize=(5, 5))
     # No confidence bands: four models' bands over one small test split would hide the curves.
     reliability_diagram(y_true, probs, ax=fig.add_subplot(), title=title, confidence=None)
-    try:
-        fig.savefig(out, dpi=100)
-    except OSError as err:
-        raise InputError(f"cannot write {out}: {err.strerror or err}") from None
-
+    replace_file(path, lambda file: fig.savefig(file, format=fmt, dpi=100), text=False)
+    return path
 
 def run_demo(out="reliability.png", seed: int = 0) -> list[dict]:
     """Calibrate Gaussian naive Bayes on the breast-cancer data and report test metrics before and after.
@@ -267,7 +430,7 @@ def run_demo(out="reliability.png", seed: int = 0) -> list[dict]:
     Parameters
     ----------
     out : str or Path or None, default "reliability.png"
-        Where to write the reliability diagram; None skips it.
+        Where to write the reliability diagram (see `figure_path`); None skips it.
     seed : int, default 0
         Seed of the stratified train/calibration/test split.
 
@@ -280,9 +443,11 @@ def run_demo(out="reliability.png", seed: int = 0) -> list[dict]:
     """
     from isocal.metrics import calibration_report
 
+    if out is not None:
+        check_output(figure_path(out)[0])
     y_test, probs, widths = demo_probabilities(seed)
     if out is not None:
-        save_reliability_png(y_test, probs, out, title=f"GaussianNB on breast cancer, test split (seed {seed})")
+        save_reliability_figure(y_test, probs, out, title=f"GaussianNB on breast cancer, test split (seed {seed})")
     rows = calibration_report(y_test, probs, eps=DEMO_LOG_LOSS_EPS)
     for row in rows:
         row["width"] = widths.get(row["name"], float("nan"))
@@ -319,15 +484,33 @@ def _demo_command(args) -> int:
     print(format_table(rows))
     print(f"log loss clips probabilities to [{DEMO_LOG_LOSS_EPS:g}, {1 - DEMO_LOG_LOSS_EPS:g}]; "
           f"metrics on the test split (seed {args.seed})")
-    print(f"reliability diagram: {args.out}")
+    print(f"reliability diagram: {figure_path(args.out)[0]}")
     return 0
+
+
+def _only_label(labels: np.ndarray) -> int | None:
+    "The single label of `labels` if they are all equal (all 0 or all 1), else None."
+    return int(labels[0]) if np.all(labels == labels[0]) else None
+
+
+def _check_both_labels(labels: np.ndarray, path, method: str) -> None:
+    """A single class: isotonic regression fits the constant map (warned on standard error); a Venn–Abers interval
+    from one class says little beyond the class, so those methods refuse."""
+    label = _only_label(labels)
+    if label is None:
+        return
+    if method != "isotonic":
+        raise InputError(f"--method {method} needs both labels 0 and 1, but {path} has only label {label}")
+    print(f"isocal: warning: {path} has only label {label}: every calibrated probability is {label}",
+          file=sys.stderr)
 
 
 def _venn_abers_probabilities(method: str, train: dict, scores: np.ndarray, n_splits: int, seed: int):
     """(probability, p0, p1) of `scores` by IVAP, or by CVAP over `n_splits` folds of the calibration rows.
 
-    With a single score column there is one scoring model, so the K folds vary only the calibration set: the CVAP
-    merges the K IVAPs calibrated on the K folds (log-minimax), its interval is (1 - GM(1 - p0), GM(p1)).
+    With a single score column there is one scoring model, so every fold's model column is the same score and the K
+    folds vary only the calibration set. The interval and the probability are the library's
+    (`CrossVennAbers.predict_interval` and `predict_proba`): one definition, with p0 <= probability <= p1.
     """
     from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
 
@@ -336,19 +519,26 @@ def _venn_abers_probabilities(method: str, train: dict, scores: np.ndarray, n_sp
         p0, p1 = ivap.predict_interval(scores)
         return ivap.predict_proba(scores), p0, p1
     n = len(train["score"])
-    if n_splits < 2 or n_splits > n:
+    if n_splits > n:
         raise InputError(f"--n-splits must be between 2 and the number of rows ({n}), got {n_splits}")
-    cvap = CrossVennAbers().fit(train["score"], train["label"], fold_ids(n, n_splits, random_state=seed))
+    folds = fold_ids(n, n_splits, random_state=seed)
+    for j in range(n_splits):
+        label = _only_label(train["label"][folds == j])
+        if label is not None:
+            raise InputError(f"--method cvap: fold {j + 1} of {n_splits} (--n-splits {n_splits}, --seed {seed}) "
+                             f"has only label {label}; use fewer folds or more rows of the rarer label")
+    cvap = CrossVennAbers().fit(train["score"], train["label"], folds)
     columns = np.repeat(scores[:, None], n_splits, axis=1)
-    q0, q1 = cvap.predict_interval(columns)
-    p0, p1 = 1 - np.exp(np.log1p(-q0).mean(axis=1)), np.exp(np.log(q1).mean(axis=1))
+    p0, p1 = cvap.predict_interval(columns)
     return cvap.predict_proba(columns), p0, p1
 
 
 def _calibrate_command(args) -> int:
     "Run `isocal calibrate`: fit a calibration map on `args.scores` and write calibrated probabilities."
+    check_output(args.out, inputs={"SCORES": args.scores, "--apply": args.apply})
     train, lines = read_columns(args.scores, ["score", "label"])
     check_binary_labels(train["label"], lines, args.scores)
+    _check_both_labels(train["label"], args.scores, args.method)
     scores = read_columns(args.apply, ["score"])[0]["score"] if args.apply else train["score"]
     if args.method == "isotonic":
         from isocal.pava import IsotonicCalibrator  # only now: bad input is reported without waiting for Numba
@@ -364,13 +554,49 @@ def _calibrate_command(args) -> int:
     return 0
 
 # %% ../nbs/09_cli.ipynb #b9e5dd9e
+SEED_MAX = 2**32 - 1  # scikit-learn's `random_state` accepts 0 to 2**32 - 1
+CVAP_ONLY = {"n_splits": ("--n-splits", 5), "seed": ("--seed", 0)}
+
+
+def _seed(text: str) -> int:
+    "argparse type of `--seed`: an integer from 0 to `SEED_MAX`."
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {SEED_MAX}, got {text!r}")
+    return value
+
+
+def _n_splits(text: str) -> int:
+    "argparse type of `--n-splits`: an integer of at least 2."
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 2, got {text!r}")
+    return value
+
+
+def _check_calibrate_arguments(parser: argparse.ArgumentParser, args) -> None:
+    "Options that only CVAP uses are an error with another method (not silently ignored); then fill their defaults."
+    for dest, (option, default) in CVAP_ONLY.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+        elif args.method != "cvap":
+            parser.error(f"{option} applies only to --method cvap, not --method {args.method}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `isocal` command.
 
     Returns
     -------
     argparse.ArgumentParser
-        Parser with subcommands `demo` and `calibrate`; each sets `run` to its handler.
+        Parser with subcommands `demo` and `calibrate`; each sets `run` to its handler and `check` to the checks of
+        its arguments that argparse cannot make alone.
     """
     parser = argparse.ArgumentParser(prog="isocal", description="Isotonic calibration of classifier scores.")
     parser.add_argument("--version", action="version", version=f"isocal {__version__}")
@@ -379,24 +605,32 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="calibrate a naive Bayes classifier on breast-cancer data",
                                description="Calibrate Gaussian naive Bayes on scikit-learn's breast-cancer data, "
                                            "print test metrics before and after, and draw a reliability diagram.")
-    demo.add_argument("--out", default="reliability.png", help="PNG file for the reliability diagram "
-                                                                "(default: %(default)s)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the train/calibration/test split (default: 0)")
-    demo.set_defaults(run=_demo_command)
+    demo.add_argument("--out", default="reliability.png",
+                      help="figure file for the reliability diagram; its extension chooses the format (.png, .pdf, "
+                           ".svg, ...), none means .png (default: %(default)s)")
+    demo.add_argument("--seed", type=_seed, default=0, help="seed of the train/calibration/test split, 0 to "
+                                                            f"{SEED_MAX} (default: %(default)s)")
+    demo.set_defaults(run=_demo_command, check=lambda args: None)
 
-    calibrate = commands.add_parser("calibrate", help="calibrate the scores in a CSV file",
-                                    description="Fit a calibration map to the columns score,label of a CSV file and "
-                                                "write the columns score,probability.")
-    calibrate.add_argument("scores", help="CSV file with header columns score and label (0 or 1)")
+    calibrate = commands.add_parser(
+        "calibrate", help="calibrate the scores in a CSV file",
+        description="Fit a calibration map to the columns score,label of a CSV file and write the columns "
+                    "score,probability. If the labels are all one class (only one label), isotonic calibration "
+                    "prints a warning and writes that label as every probability; ivap and cvap refuse, since a "
+                    "Venn-Abers interval from one class means little. The output is written to a temporary file "
+                    "and renamed into place when complete, and may not be an input file.")
+    calibrate.add_argument("scores", metavar="SCORES", help="CSV file with header columns score and label (0 or 1)")
     calibrate.add_argument("--out", default="calibrated.csv", help="output CSV file (default: %(default)s)")
     calibrate.add_argument("--method", choices=["isotonic", "ivap", "cvap"], default="isotonic",
                            help="isotonic regression, or the inductive / cross Venn-Abers predictor, which also "
                                 "write the probability interval p0,p1 (default: %(default)s)")
-    calibrate.add_argument("--n-splits", type=int, default=5, help="CVAP folds (default: %(default)s)")
-    calibrate.add_argument("--seed", type=int, default=0, help="seed of the CVAP folds (default: %(default)s)")
+    calibrate.add_argument("--n-splits", type=_n_splits, help="CVAP folds, 2 or more; only with --method cvap "
+                                                              "(default: 5)")
+    calibrate.add_argument("--seed", type=_seed, help=f"seed of the CVAP folds, 0 to {SEED_MAX}; only with "
+                                                      "--method cvap (default: 0)")
     calibrate.add_argument("--apply", metavar="NEW_SCORES", help="calibrate the score column of this CSV file "
                                                                  "instead of the training scores")
-    calibrate.set_defaults(run=_calibrate_command)
+    calibrate.set_defaults(run=_calibrate_command, check=lambda args: _check_calibrate_arguments(calibrate, args))
     return parser
 
 
@@ -415,6 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         args = build_parser().parse_args(argv)
+        args.check(args)
     except SystemExit as stop:  # --help, --version and usage errors: return the status instead of leaving Python
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 2
     try:
