@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from decimal import Decimal
+from numbers import Real
 
 import numba
 import numpy as np
 from numba import njit
 
 # %% auto #0
-__all__ = ['NUMBA_CACHE_FALLBACK', 'not_finite_error', 'as_float_array', 'check_same_length', 'check_weights', 'check_increasing',
-           'check_choice']
+__all__ = ['NUMBA_CACHE_FALLBACK', 'not_finite_error', 'as_real_array', 'as_float_array', 'check_same_length', 'check_weights',
+           'check_increasing', 'check_choice']
 
 # %% ../nbs/00_core.ipynb #66ae728e
 def _cache_probe(): return 0
@@ -60,11 +62,26 @@ def not_finite_error(name, arr, index) -> ValueError:
     return ValueError(f"`{name}` must be finite (no NaN or inf), found {arr[index]} at index {index}")
 
 # %% ../nbs/00_core.ipynb #c2884970
+def _is_sparse(a) -> bool:
+    "Is `a` a SciPy sparse matrix or array? Checked by its class's module, without importing SciPy."
+    return type(a).__module__.startswith('scipy.sparse')
+
+def as_real_array(a, name: str) -> np.ndarray:
+    "`a` as a NumPy array of booleans, integers or floats (any shape; object arrays of real numbers converted)."
+    if _is_sparse(a):
+        raise TypeError(f"`{name}` is a sparse {type(a).__name__}: sparse input is not supported; pass a dense array "
+                        f"(e.g. `{name}.toarray()`)")
+    arr = np.asarray(a)
+    if arr.dtype == object and all(isinstance(v, (Real, Decimal)) for v in arr.flat):
+        arr = arr.astype(np.float64)
+    if arr.dtype.kind not in 'biuf':
+        kind = 'objects that are not all real numbers' if arr.dtype == object else f'dtype {arr.dtype}'
+        raise TypeError(f"`{name}` must hold real numbers, got an array of {kind}")
+    return arr
+
 def as_float_array(a, name: str, *, allow_empty: bool = True, check_finite: bool = True) -> np.ndarray:
     "`a` as a 1-D float64 C-contiguous array (no copy if it is one already), or a clear error naming `name`."
-    arr = np.asarray(a)
-    if arr.dtype.kind not in 'biuf':
-        raise TypeError(f"`{name}` must hold real numbers, got an array of dtype {arr.dtype}")
+    arr = as_real_array(a, name)
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be one-dimensional, got shape {arr.shape}")
     if not allow_empty and arr.shape[0] == 0:
@@ -75,6 +92,7 @@ def as_float_array(a, name: str, *, allow_empty: bool = True, check_finite: bool
         if bad >= 0:
             raise not_finite_error(name, arr, bad)
     return arr
+
 
 # %% ../nbs/00_core.ipynb #ce4a3d59
 def check_same_length(**arrays) -> int:

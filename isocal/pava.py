@@ -5,10 +5,12 @@
 # %% ../nbs/01_pava.ipynb #a801569d
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-from .core import (_merge_back, _violates, as_float_array, check_choice, check_increasing,
+from .core import (_merge_back, _violates, as_float_array, as_real_array, check_choice, check_increasing,
                          check_same_length, check_weights, not_finite_error)
 
 # %% auto #0
@@ -50,10 +52,44 @@ def _expand_levels(sums, wts, starts, nblocks, out):
         for j in range(starts[b], starts[b + 1]):
             out[j] = level
 
+# %% ../nbs/01_pava.ipynb #05ea68ec
+_SAFE_EXP = 1000      # sums stay below 2**1000 and products above 2**-1000: far from overflow and from subnormals
+
+@njit(cache=True)
+def _weight_exponent(y, w):
+    "The k for which the weights w * 2**k keep the sums of w*y and w, and the products w*y, in range; 0 if none."
+    ymax, ymin, wmax, wmin = 0.0, np.inf, 0.0, np.inf
+    for i in range(y.shape[0]):
+        a = abs(y[i])
+        ymax = max(ymax, a)
+        ymin = min(ymin, a if a > 0.0 else np.inf)
+        wmax = max(wmax, w[i])
+        wmin = min(wmin, w[i] if w[i] > 0.0 else np.inf)
+    if ymax == 0.0: ymax = ymin = 1.0                          # all targets 0: only the weight sums matter
+    hi = math.floor(_SAFE_EXP - np.log2(wmax) - np.log2(y.shape[0]) - max(np.log2(ymax), 0.0))
+    lw, ly = np.log2(wmin), np.log2(ymin)
+    lo = math.ceil(max(-_SAFE_EXP - lw - ly, (-_SAFE_EXP - 2.0 * lw - ly) / 2.0))
+    if lo <= 0 <= hi: return 0
+    return hi if hi < 0 or lo > hi else lo
+
+def _safe_weights(y, w):
+    "(`w` * 2**k, k) with the k of `_weight_exponent`; unit weights (None) stay None, k = 0."
+    if w is None: return None, 0
+    k = _weight_exponent(y, w)
+    return (np.ldexp(w, k) if k else w), k
+
 # %% ../nbs/01_pava.ipynb #225ad273
 class IsotonicResult(dict):
     "Result of `isotonic_regression`: `x` (fitted values), `weights` (per block), `blocks` (starts, then len(y))."
-    __getattr__ = dict.__getitem__
+    def __getattr__(self, name):
+        try: return self[name]
+        except KeyError: raise AttributeError(name) from None
+
+    def __delattr__(self, name):
+        try: del self[name]
+        except KeyError: raise AttributeError(name) from None
+
+    __setattr__ = dict.__setitem__
     def __dir__(self): return list(self.keys())
     def __repr__(self):
         return 'IsotonicResult(' + ', '.join(f'{k}={np.array2string(v, threshold=8)}' for k, v in self.items()) + ')'
@@ -62,7 +98,8 @@ class IsotonicResult(dict):
 def isotonic_regression(y, weights=None, *, increasing: bool = True) -> IsotonicResult:
     """Weighted least-squares isotonic regression of `y`, in the given order, by pooling adjacent violators.
 
-    A drop-in for `scipy.optimize.isotonic_regression` that also accepts zero weights.
+    A drop-in for `scipy.optimize.isotonic_regression` that also accepts zero weights, and whose levels are exact
+    even where the sums of weights or of weighted targets would leave the float range.
 
     Parameters
     ----------
@@ -88,12 +125,32 @@ def isotonic_regression(y, weights=None, *, increasing: bool = True) -> Isotonic
     if n == 0:
         starts[0] = 0
         return IsotonicResult(x=x, weights=wts, blocks=starts)
+    w, k = _safe_weights(y, w)
     nblocks = _pava_kernel(y, w, False, sign, x, wts, starts)
+    if w is None and not np.isfinite(x[:nblocks]).all():      # unit weights: a block sum overflowed
+        w, k = _safe_weights(y, np.ones(n))
+        nblocks = _pava_kernel(y, w, False, sign, x, wts, starts)
     _expand_levels(x, wts, starts, nblocks, x)
-    return IsotonicResult(x=x, weights=wts[:nblocks], blocks=starts[:nblocks + 1])
+    with np.errstate(over='ignore'):      # a total weight beyond the float range is returned as inf
+        wts = np.ldexp(wts[:nblocks], -k) if k else wts[:nblocks]
+    return IsotonicResult(x=x, weights=wts, blocks=starts[:nblocks + 1])
 
 # %% ../nbs/01_pava.ipynb #2e17eed1
 _OOB = {'nan': 0, 'clip': 1, 'raise': 2}
+
+@njit(cache=True, inline='always')
+def _lerp(a, b, frac):
+    "a + (b - a) * frac, on halves when b - a overflows."
+    d = b - a
+    if np.isinf(d): return 2.0 * (0.5 * a + (0.5 * b - 0.5 * a) * frac)
+    return a + d * frac
+
+@njit(cache=True, inline='always')
+def _fraction(v, x0, x1):
+    "(v - x0) / (x1 - x0), on halves when x1 - x0 overflows."
+    d = x1 - x0
+    if np.isinf(d): return (0.5 * v - 0.5 * x0) / (0.5 * x1 - 0.5 * x0)
+    return (v - x0) / d
 
 @njit(cache=True)
 def _evaluate(lo, hi, levels, t, linear, oob, out):
@@ -110,7 +167,7 @@ def _evaluate(lo, hi, levels, t, linear, oob, out):
         if not (lo[j] <= v and (j + 1 == nb or v < lo[j + 1])):   # sorted queries reuse the last block
             j = np.searchsorted(lo, v, side='right') - 1
         if linear and v > hi[j]:
-            out[i] = levels[j] + (levels[j + 1] - levels[j]) * ((v - hi[j]) / (lo[j + 1] - hi[j]))
+            out[i] = _lerp(levels[j], levels[j + 1], _fraction(v, hi[j], lo[j + 1]))
         else:
             out[i] = levels[j]
     return -1
@@ -131,7 +188,8 @@ class Staircase:
         if np.any(self.x_hi < self.x_lo) or np.any(self.x_lo[1:] <= self.x_hi[:-1]):
             raise ValueError("blocks must be ordered and disjoint: x_lo[b] <= x_hi[b] < x_lo[b + 1]")
         self.increasing = check_increasing(increasing)
-        if np.any((1 if self.increasing else -1) * np.diff(self.levels) < 0):
+        lv = self.levels
+        if np.any(lv[1:] < lv[:-1] if self.increasing else lv[1:] > lv[:-1]):    # not np.diff: it can overflow
             raise ValueError(f"`levels` must be {'non-decreasing' if self.increasing else 'non-increasing'}")
         self.interpolation = check_choice(interpolation, 'interpolation', ('step', 'linear'))
         self.out_of_bounds = check_choice(out_of_bounds, 'out_of_bounds', tuple(_OOB))
@@ -342,6 +400,18 @@ def _pool_distinct(ux, us, uw, m, sign):
     _block_ranges(ux, starts, nblocks, lo, hi)
     return lo, hi, us[:nblocks] / uw[:nblocks], starts[:nblocks + 1]
 
+def _tie_blocks(x, y, w, sign, order=None, keep_ties=False):
+    """Blocks of the secondary-ties squared-loss fit, (x_lo, x_hi, levels, starts among distinct scores, tie sums),
+    the tie sums (sum w*y, sum w) copied only with `keep_ties`. The weights are rescaled as `isotonic_regression`
+    does, so no tie or block sum overflows."""
+    w, _ = _safe_weights(y, w)
+    while True:
+        m, ux, us, uw = _distinct_score_sums(x, y, w, order)
+        ties = (us[:m].copy(), uw[:m].copy()) if keep_ties else None
+        lo, hi, levels, starts = _pool_distinct(ux, us, uw, m, sign)
+        if w is not None or np.isfinite(levels).all(): return lo, hi, levels, starts, ties
+        w, _ = _safe_weights(y, np.ones(x.shape[0]))             # unit weights: a sum overflowed
+
 # %% ../nbs/01_pava.ipynb #15ce136c
 def _tie_runs(xs):
     "Start indices of the runs of equal values in the sorted array `xs`, followed by len(xs)."
@@ -351,10 +421,18 @@ def _run_levels(fitted_sorted, ws, runs):
     """One level per run of tied scores: the run's fitted value if it has one, else the weighted mean of its fitted
     values (plain mean if the run weighs nothing), kept within the run's range so rounding cannot break monotonicity."""
     lo, hi = np.minimum.reduceat(fitted_sorted, runs[:-1]), np.maximum.reduceat(fitted_sorted, runs[:-1])
-    sw, w = np.add.reduceat(ws * fitted_sorted, runs[:-1]), np.add.reduceat(ws, runs[:-1])
-    plain = np.add.reduceat(fitted_sorted, runs[:-1]) / np.diff(runs)
-    mean = np.where(w > 0, sw / np.where(w > 0, w, 1), plain)
+    kf, kw = _overflow_exponent(fitted_sorted), max(0, int(np.frexp(ws.max())[1]))   # weights <= 1, no sum overflows
+    f, ws = np.ldexp(fitted_sorted, -kf), np.ldexp(ws, -kw)
+    sw, w = np.add.reduceat(ws * f, runs[:-1]), np.add.reduceat(ws, runs[:-1])
+    plain = np.add.reduceat(f, runs[:-1]) / np.diff(runs)
+    mean = np.ldexp(np.where(w > 0, sw / np.where(w > 0, w, 1), plain), kf)
     return np.where(lo == hi, lo, np.clip(mean, lo, hi))
+
+def _overflow_exponent(a):
+    "The power of two k such that a sum of |a| / 2**k over all of `a` stays below 2**1000; 0 if none is needed."
+    largest = float(np.abs(a).max())
+    if largest * a.shape[0] < 2.0 ** _SAFE_EXP: return 0
+    return int(np.ceil(np.log2(largest) + np.log2(a.shape[0]))) - _SAFE_EXP
 
 def _collapse(ux, levels):
     "Blocks of consecutive distinct scores with equal levels: (x_lo, x_hi, levels)."
@@ -387,7 +465,8 @@ def fit_staircase(x, y, weights=None, *, increasing: bool = True, ties: str = 's
     x, y : array-like of shape (n,)
         Finite scores and targets, n >= 1.
     weights : array-like of shape (n,), optional
-        Finite, non-negative, not all zero.
+        Finite, non-negative, not all zero. A zero-weight sample does not affect the levels; its score stays in
+        the staircase, in the block on its left (the first block if none). `IsotonicCalibrator` drops such rows.
     increasing : bool
         False fits a non-increasing staircase.
     ties : {"primary", "secondary", "tertiary"}
@@ -429,14 +508,15 @@ def fit_staircase(x, y, weights=None, *, increasing: bool = True, ties: str = 's
         lo, hi, levels = _collapse(xs[runs[:-1]], f[runs[:-1]])
     else:
         order = np.argsort(x)
-        m, ux, us, uw = _distinct_score_sums(x, y, w, order)
-        if ties == 'tertiary': tie_s, tie_w = us[:m].copy(), uw[:m].copy()
-        lo, hi, levels, starts = _pool_distinct(ux, us, uw, m, sign)
+        lo, hi, levels, starts, tie_sums = _tie_blocks(x, y, w, sign, order, keep_ties=ties == 'tertiary')
         run_lengths = np.diff(_tie_runs(x[order]))
         per_tie = np.repeat(levels, np.diff(starts))
         fitted[order] = np.repeat(per_tie, run_lengths)
         if ties == 'tertiary':
-            plain_mean = np.add.reduceat(y[order], np.cumsum(run_lengths) - run_lengths) / run_lengths
+            k = _overflow_exponent(y)
+            plain_mean = np.ldexp(np.add.reduceat(np.ldexp(y[order], -k), np.cumsum(run_lengths) - run_lengths)
+                                  / run_lengths, k)
+            tie_s, tie_w = tie_sums
             tie_mean = np.where(tie_w > 0, tie_s / np.where(tie_w > 0, tie_w, 1), plain_mean)
             fitted[order] += y[order] - np.repeat(tie_mean, run_lengths)
     return Staircase(lo, hi, levels, increasing=inc, interpolation=interpolation, out_of_bounds=out_of_bounds,
@@ -445,114 +525,17 @@ def fit_staircase(x, y, weights=None, *, increasing: bool = True, ties: str = 's
 # %% ../nbs/01_pava.ipynb #c0d99118
 def _as_column(X, name):
     "A 1-D score array from shape (n,) or (n, 1)."
-    arr = np.asarray(X)
+    arr = as_real_array(X, name)
     if arr.ndim == 2 and arr.shape[1] == 1: arr = arr[:, 0]
     elif arr.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D or a single column (n, 1), got shape {arr.shape}")
     return arr
 
-class _IsotonicCalibrator:
-    """Isotonic regression of targets on one score; drop-in for `sklearn.isotonic.IsotonicRegression`.
-
-    Parameters
-    ----------
-    y_min, y_max : float or None. Bounds on the fitted levels.
-    increasing : True, False or "auto" (the sign of the Spearman correlation, as in scikit-learn).
-    out_of_bounds : "nan", "clip" or "raise", for scores outside the training range.
-    ties : "primary", "secondary" (default) or "tertiary", see `fit_staircase`.
-    interpolation : "linear" (default, scikit-learn's) or "step" (the paper's staircase).
-    loss : "squared" (default) or a strictly convex loss of `isocal.convex`, see `fit_staircase`.
-    """
-    def __init__(self, *, y_min=None, y_max=None, increasing=True, out_of_bounds='nan', ties='secondary',
-                 interpolation='linear', loss='squared'):
-        self.y_min, self.y_max, self.increasing, self.out_of_bounds = y_min, y_max, increasing, out_of_bounds
-        self.ties, self.interpolation, self.loss = ties, interpolation, loss
-
-    def fit(self, X, y, sample_weight=None):
-        "Fit on scores `X` (shape (n,) or (n, 1)) and targets `y`; returns self. Dask inputs: `isocal.distributed`."
-        if any(hasattr(a, '__dask_graph__') for a in (X, y, sample_weight)): return self._fit_dask(X, y, sample_weight)
-        x = as_float_array(_as_column(X, 'X'), 'X', allow_empty=False)
-        y = as_float_array(y, 'y', allow_empty=False)
-        n = check_same_length(X=x, y=y)
-        w = check_weights(sample_weight, n, 'sample_weight')
-        self._check_params()
-        inc = check_increasing(self.increasing, allow_auto=True)
-        if inc == 'auto':
-            from sklearn.isotonic import check_increasing as spearman_increasing
-            inc = bool(spearman_increasing(x, y))
-        if self.ties == 'secondary' and _general_loss(self.loss, y) is None:
-            m, ux, us, uw = _distinct_score_sums(x, y, w)
-            lo, hi, levels, _ = _pool_distinct(ux, us, uw, m, 1.0 if inc else -1.0)
-        else:
-            st = fit_staircase(x, y, w, increasing=inc, ties=self.ties, loss=self.loss)
-            lo, hi, levels = st.x_lo, st.x_hi, st.levels
-        return self._set_staircase(lo, hi, levels, inc)
-
-    def _fit_dask(self, X, y, sample_weight):
-        "Fit on dask collections with `fit_isotonic_dask` (dask is imported only here)."
-        self._check_params()
-        inc = check_increasing(self.increasing, allow_auto=True)
-        if inc == 'auto': raise ValueError("`increasing`='auto' is not supported for dask inputs: pass True or False")
-        from isocal.distributed import fit_isotonic_dask
-        st = fit_isotonic_dask(X, y, sample_weight, increasing=inc, ties=self.ties, loss=self.loss)
-        return self._set_staircase(st.x_lo, st.x_hi, st.levels, inc)
-
-    def _set_staircase(self, lo, hi, levels, inc):
-        levels = np.clip(levels, -np.inf if self.y_min is None else self.y_min,
-                         np.inf if self.y_max is None else self.y_max)
-        self.staircase_ = Staircase(lo, hi, levels, increasing=inc, interpolation=self.interpolation,
-                                    out_of_bounds=self.out_of_bounds)
-        self.increasing_ = inc
-        self.X_min_, self.X_max_ = float(lo[0]), float(hi[-1])
-        self.X_thresholds_, self.y_thresholds_ = self.staircase_.knots()
-        self.n_features_in_ = 1
-        return self
-
-    def _check_params(self):
-        check_choice(self.out_of_bounds, 'out_of_bounds', tuple(_OOB))
-        check_choice(self.ties, 'ties', ('primary', 'secondary', 'tertiary'))
-        check_choice(self.interpolation, 'interpolation', ('step', 'linear'))
-        for name in ('y_min', 'y_max'):
-            v = getattr(self, name)
-            if v is not None and not (isinstance(v, (int, float, np.number)) and np.isfinite(v)):
-                raise ValueError(f"`{name}` must be a finite number or None, got {v!r}")
-        if self.y_min is not None and self.y_max is not None and self.y_min > self.y_max:
-            raise ValueError(f"`y_min` ({self.y_min}) must not exceed `y_max` ({self.y_max})")
-
-    def predict(self, T) -> np.ndarray:
-        "Calibrated values for scores `T` (shape (n,) or (n, 1))."
-        if not hasattr(self, 'staircase_'):
-            from sklearn.exceptions import NotFittedError
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
-        if hasattr(T, '__dask_graph__'):
-            from isocal.distributed import predict_dask
-            return predict_dask(self.staircase_, T)
-        return self.staircase_._evaluate(_as_column(T, 'T'), 'T')
-
-    def transform(self, T) -> np.ndarray:
-        "Same as `predict`."
-        return self.predict(T)
-
-    def get_feature_names_out(self, input_features=None):
-        return np.asarray([f"{type(self).__name__.lower()}0"], dtype=object)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.one_d_array = True
-        tags.input_tags.two_d_array = False
-        return tags
-
-# %% ../nbs/01_pava.ipynb #ad55b357
-def _calibrator_class():
-    "`_IsotonicCalibrator` with scikit-learn's estimator base classes."
-    from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
-    return type('IsotonicCalibrator', (_IsotonicCalibrator, RegressorMixin, TransformerMixin, BaseEstimator),
-                {'__module__': __name__, '__doc__': _IsotonicCalibrator.__doc__})
-
 def __getattr__(name):
+    "`IsotonicCalibrator` is defined in `isocal.isotonic` (which imports scikit-learn); re-exported on first lookup."
     if name == 'IsotonicCalibrator':
-        globals()[name] = cls = _calibrator_class()
-        return cls
+        from isocal.isotonic import IsotonicCalibrator
+        return IsotonicCalibrator
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _all_ = ['IsotonicCalibrator']

@@ -5,10 +5,12 @@
 # %% ../nbs/04_venn_abers.ipynb #fdcfcb70
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from numba import njit
 
-from .core import as_float_array, check_choice, check_same_length
+from .core import as_float_array, as_real_array, check_choice, check_same_length
 from .pava import _distinct_score_sums
 
 # %% auto #0
@@ -100,6 +102,27 @@ def _not_fitted(obj):
     from sklearn.exceptions import NotFittedError
     return NotFittedError(f"this {type(obj).__name__} is not fitted yet: call `fit` first")
 
+def _check_integer(value, name: str) -> int:
+    "`value` as an int if it is a Python or NumPy integer (bools and floats are refused), else a TypeError."
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an integer, got {value!r}")
+    return int(value)
+
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be True or False, got {value!r}")
+    return bool(value)
+
+def _real_array(a, name: str) -> np.ndarray:
+    "`a` as a float64 array of any shape with finite entries (numeric object arrays converted), or an error naming `name`."
+    arr = as_real_array(a, name).astype(np.float64, copy=False)
+    bad = np.argwhere(~np.isfinite(arr))
+    if bad.size:
+        where = tuple(int(i) for i in bad[0])
+        raise ValueError(f"`{name}` must be finite (no NaN or inf), found {arr[where]} at index "
+                         f"{where[0] if len(where) == 1 else where}")
+    return arr
+
 def _check_binary_labels(labels, name: str) -> np.ndarray:
     y = as_float_array(labels, name, allow_empty=False)
     bad = np.flatnonzero((y != 0.0) & (y != 1.0))
@@ -108,23 +131,57 @@ def _check_binary_labels(labels, name: str) -> np.ndarray:
         raise ValueError(f"`{name}` must contain only the labels 0 and 1, got labels {{{found}}}")
     return y
 
+def _check_intervals(p0, p1, axis):
+    "(p0, p1, axis) checked as described above, `axis` made non-negative."
+    p0, p1 = _real_array(p0, 'p0'), _real_array(p1, 'p1')
+    if p0.shape != p1.shape:
+        raise ValueError(f"shape mismatch: `p0` has {p0.shape}, `p1` has {p1.shape}")
+    if p0.ndim == 0:
+        raise ValueError("`p0` and `p1` must have at least one dimension (the intervals to merge), got scalars")
+    axis = _check_integer(axis, 'axis')
+    if not -p0.ndim <= axis < p0.ndim:
+        raise ValueError(f"`axis` {axis} is out of range for `p0` and `p1` of shape {p0.shape}")
+    axis %= p0.ndim
+    if p0.shape[axis] == 0:
+        raise ValueError(f"`p0` and `p1` hold no intervals to merge along `axis` {axis} (shape {p0.shape})")
+    for name, a in (('p0', p0), ('p1', p1)):
+        outside = (a < 0.0) | (a > 1.0)
+        if outside.any():
+            raise ValueError(f"`{name}` must lie in [0, 1], found {a[outside][0]:g}")
+    inverted = p0 > p1
+    if inverted.any():
+        raise ValueError(f"`p0` must not exceed `p1`, found p0 = {p0[inverted][0]:g} > p1 = {p1[inverted][0]:g}")
+    return p0, p1, axis
+
+# %% ../nbs/04_venn_abers.ipynb #ccbb3cca
 def _merge(p0, p1, merge: str) -> np.ndarray:
     "The minimax probability of one (p0, p1) pair per entry (Section 4 with K = 1)."
     if merge == 'log': return p1 / (1.0 - p0 + p1)
     return p1 + 0.5 * p0 * p0 - 0.5 * p1 * p1
 
-def merge_intervals(p0, p1, *, merge: str = 'log', axis: int = -1) -> np.ndarray:
-    """Merge K multiprobability predictions (along `axis`) into one probability, minimax for the loss `merge`:
-    "log" gives GM(p1) / (GM(1 - p0) + GM(p1)), "brier" the mean of p1 + p0²/2 - p1²/2 (Section 4)."""
-    check_choice(merge, 'merge', MERGES)
-    p0, p1 = np.asarray(p0, dtype=np.float64), np.asarray(p1, dtype=np.float64)
-    if p0.shape != p1.shape:
-        raise ValueError(f"shape mismatch: `p0` has {p0.shape}, `p1` has {p1.shape}")
-    if merge == 'brier': return np.mean(_merge(p0, p1, 'brier'), axis=axis)
+def _geometric_means(p0, p1, axis: int):
+    "(GM(p1), GM(1 - p0)) along `axis`; a zero factor gives 0."
     with np.errstate(divide='ignore'):
-        gm1, gm0 = np.exp(np.mean(np.log(p1), axis=axis)), np.exp(np.mean(np.log1p(-p0), axis=axis))
+        return np.exp(np.mean(np.log(p1), axis=axis)), np.exp(np.mean(np.log1p(-p0), axis=axis))
+
+def _merge_many(p0, p1, merge: str, axis: int) -> np.ndarray:
+    "The minimax merge of valid intervals along `axis`."
+    if merge == 'brier': return np.mean(_merge(p0, p1, 'brier'), axis=axis)
+    gm1, gm0 = _geometric_means(p0, p1, axis)
     return gm1 / (gm0 + gm1)
 
+def merge_intervals(p0, p1, *, merge: str = 'log', axis: int = -1) -> np.ndarray:
+    """Merge K multiprobability predictions (along `axis`) into one probability, minimax for the loss `merge`:
+    "log" gives GM(p1) / (GM(1 - p0) + GM(p1)), "brier" the mean of p1 + p0²/2 - p1²/2 (Section 4).
+    Needs 0 <= p0 <= p1 <= 1 and at least one interval along `axis`; zero rows give an empty result."""
+    check_choice(merge, 'merge', MERGES)
+    p0, p1, axis = _check_intervals(p0, p1, axis)
+    if merge == 'log' and ((p1 == 0.0).any(axis=axis) & (p0 == 1.0).any(axis=axis)).any():
+        raise ValueError("merge='log' is undefined where one interval is [0, 0] and another [1, 1] "
+                         "(each has infinite log loss on the other label); merge='brier' is defined")
+    return _merge_many(p0, p1, merge, axis)
+
+# %% ../nbs/04_venn_abers.ipynb #804bbd1e
 class VennAbers:
     """Inductive Venn–Abers predictor (IVAP) on one-dimensional scores.
 
@@ -172,34 +229,65 @@ class VennAbers:
         fitted = f"k={self.n_samples_}, distinct={self.scores_.shape[0]}" if hasattr(self, 'scores_') else 'unfitted'
         return f"VennAbers({fitted})"
 
+# %% ../nbs/04_venn_abers.ipynb #2b9d40c1
+def _cvap_interval(p0, p1, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    "The CVAP interval of valid per-fold intervals along `axis`: (min(AM(p0), GM(p1)), max(AM(p1), 1 - GM(1 - p0)))."
+    gm1, gm0 = _geometric_means(p0, p1, axis)
+    lo, hi = np.minimum(np.mean(p0, axis=axis), gm1), np.maximum(np.mean(p1, axis=axis), 1.0 - gm0)
+    for merge in MERGES:                       # absorbs rounding only (see the claim)
+        p = _merge_many(p0, p1, merge, axis)
+        lo, hi = np.minimum(lo, p), np.maximum(hi, p)
+    return lo, hi
+
 # %% ../nbs/04_venn_abers.ipynb #b55a8ce9
-def _check_n_splits(n_splits, n: int) -> int:
-    if isinstance(n_splits, (bool, np.bool_)) or not isinstance(n_splits, (int, np.integer)) or n_splits < 2:
-        raise ValueError(f"`n_splits` must be an integer of at least 2, got {n_splits!r}")
-    if n_splits > n:
+def _check_n_splits(n_splits, n: int | None) -> int:
+    "`n_splits` as an int of at least 2 and at most `n` (the number of samples, when known)."
+    n_splits = _check_integer(n_splits, 'n_splits')
+    if n_splits < 2:
+        raise ValueError(f"`n_splits` must be at least 2, got {n_splits}")
+    if n is not None and n_splits > n:
         raise ValueError(f"`n_splits` ({n_splits}) cannot exceed the number of samples ({n})")
-    return int(n_splits)
+    return n_splits
+
+def _generator(random_state) -> np.random.Generator:
+    try:
+        return np.random.default_rng(random_state)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"`random_state` must be None, a non-negative integer, a SeedSequence or a Generator, "
+                      f"got {random_state!r}") from e
 
 def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=None) -> np.ndarray:
     "Fold number (0 to n_splits - 1) of each of `n` samples: folds of near-equal size, random or contiguous."
+    n = _check_integer(n, 'n')
+    if n < 0:
+        raise ValueError(f"`n` must be non-negative, got {n}")
     n_splits = _check_n_splits(n_splits, n)
+    shuffle, rng = _check_flag(shuffle, 'shuffle'), _generator(random_state)
     ids = np.repeat(np.arange(n_splits), np.diff(np.linspace(0, n, n_splits + 1).astype(np.int64)))
-    if shuffle: np.random.default_rng(random_state).shuffle(ids)
+    if shuffle: rng.shuffle(ids)
     return ids
+
+def _check_folds(folds) -> np.ndarray:
+    "`folds` as a 1-D integer array (an object array of integers converted)."
+    f = np.asarray(folds)
+    if f.dtype == object and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in f.flat):
+        f = f.astype(np.int64)
+    if f.ndim != 1 or f.dtype.kind not in 'iu':
+        raise TypeError(f"`folds` must be a 1-D array of integers, got dtype {f.dtype} and shape {f.shape}")
+    return f
 
 class CrossVennAbers:
     """Cross Venn–Abers predictor (CVAP) on scores: one IVAP per fold, calibrated on that fold's out-of-fold scores.
 
     `fit(scores, labels, folds)`: `scores[i]` is the score of sample i by the model trained without its fold
-    `folds[i]` (integers 0..K-1, every fold non-empty). `predict_interval(scores)` takes test scores of shape (m, K),
-    column j from model j, and returns the per-fold (p0, p1), each (m, K); `predict_proba` merges them."""
+    `folds[i]` (integers 0..K-1, every fold non-empty). Predictions take test scores of shape (m, K), column j from
+    model j: `predict_fold_intervals` gives the per-fold (p0, p1), each (m, K); `predict_proba` merges them;
+    `predict_interval` gives the CVAP interval, each (m,), which contains `predict_proba` for both merges."""
 
     def fit(self, scores, labels, folds):
         s = as_float_array(scores, 'scores', allow_empty=False)
         y = _check_binary_labels(labels, 'labels')
-        f = np.asarray(folds)
-        if f.ndim != 1 or f.dtype.kind not in 'iu':
-            raise TypeError(f"`folds` must be a 1-D array of integers, got dtype {f.dtype} and shape {f.shape}")
+        f = _check_folds(folds)
         check_same_length(scores=s, labels=y, folds=f)
         n_splits = int(f.max()) + 1 if f.size else 0
         counts = np.bincount(f, minlength=n_splits) if f.size and f.min() >= 0 else None
@@ -211,11 +299,11 @@ class CrossVennAbers:
         self.n_splits_ = n_splits
         return self
 
-    def predict_interval(self, scores) -> tuple[np.ndarray, np.ndarray]:
-        "Per-fold (p0, p1), each of shape (m, K)."
+    def predict_fold_intervals(self, scores) -> tuple[np.ndarray, np.ndarray]:
+        "Per-fold IVAP intervals (p0, p1), each of shape (m, K): column j is fold j's IVAP on `scores[:, j]`."
         if not hasattr(self, 'ivaps_'):
             raise _not_fitted(self)
-        s = np.asarray(scores)
+        s = _real_array(scores, 'scores')
         if s.ndim != 2 or s.shape[1] != self.n_splits_:
             raise ValueError(f"`scores` must have shape (m, {self.n_splits_}): one column per fold's model, "
                              f"got shape {s.shape}")
@@ -224,236 +312,20 @@ class CrossVennAbers:
             p0[:, j], p1[:, j] = ivap.predict_interval(np.ascontiguousarray(s[:, j]))
         return p0, p1
 
+    def predict_interval(self, scores) -> tuple[np.ndarray, np.ndarray]:
+        "The CVAP interval (p0, p1), each of shape (m,): it contains `predict_proba` for either merge."
+        return _cvap_interval(*self.predict_fold_intervals(scores), axis=1)
+
     def predict_proba(self, scores, *, merge: str = 'log') -> np.ndarray:
-        "Merged probability of the label 1 (see `merge_intervals`)."
+        "Merged probability of the label 1, shape (m,) (see `merge_intervals`)."
         check_choice(merge, 'merge', MERGES)
-        return merge_intervals(*self.predict_interval(scores), merge=merge, axis=1)
-
-# %% ../nbs/04_venn_abers.ipynb #87524446
-def _couple_pairwise(r):
-    """Class probabilities (n, C) from pairwise r[:, i, j] = P(i | i or j) by Wu, Lin & Weng's method 2: the linear
-    system [[Q, 1], [1ᵀ, 0]] with Q_ii = Σ_{s≠i} r_si², Q_ij = -r_ji r_ij."""
-    n, C = r.shape[0], r.shape[1]
-    Q = -np.transpose(r, (0, 2, 1)) * r
-    diag = np.einsum('nsi,nsi->ni', r, r) - np.einsum('nii->ni', r) ** 2
-    idx = np.arange(C)
-    Q[:, idx, idx] = diag
-    A = np.zeros((n, C + 1, C + 1))
-    A[:, :C, :C], A[:, :C, C], A[:, C, :C] = Q, 1.0, 1.0
-    b = np.zeros((n, C + 1)); b[:, C] = 1.0
-    p = np.linalg.solve(A, b[..., None])[..., 0][:, :C]
-    p = np.clip(p, 0.0, None)
-    return p / p.sum(axis=1, keepdims=True)
-
-def _raw_scores(model, X):
-    """Scores (n, C) of a fitted classifier: `decision_function`, else `predict_log_proba` when finite (its
-    differences are log-odds, which `predict_proba` would round to ties at 0 and 1), else `predict_proba`."""
-    if hasattr(model, 'decision_function'):
-        raw = np.asarray(model.decision_function(X), dtype=float)
-        return np.c_[np.zeros_like(raw), raw] if raw.ndim == 1 else raw
-    if hasattr(model, 'predict_log_proba'):
-        with np.errstate(divide='ignore'):
-            raw = np.asarray(model.predict_log_proba(X), dtype=float)
-        if np.isfinite(raw).all(): return raw
-    return np.asarray(model.predict_proba(X), dtype=float)
-
-class _VennAbersCalibrator:
-    """Venn–Abers calibration of a scikit-learn classifier (IVAP or CVAP).
-
-    Parameters
-    ----------
-    estimator : classifier, default None (`LogisticRegression()`). Scores come from `decision_function`, else
-        `predict_log_proba` (if finite), else `predict_proba`; binary problems use the score of `classes_[1]`
-        minus that of `classes_[0]` (the log-odds for log-probabilities).
-    method : "ivap" (train once on a proper training set, calibrate on a `cal_size` share) or "cvap" (train
-        `n_splits` times, Algorithm 7).
-    cal_size : float in (0, 1) or int, the calibration share or size for IVAP.
-    n_splits : int >= 2, the number of CVAP folds.
-    merge : "log" or "brier", the minimax merge of (p0, p1).
-    multiclass : "ovr" or "pairwise", see the notebook.
-    prefit : bool, `estimator` is already fitted: `fit(X, y)` only calibrates on (X, y) (an IVAP).
-    shuffle : bool, random (stratified) folds and split; False: contiguous.
-    random_state : int, RandomState or None, for the split and the folds.
-    """
-    def __init__(self, estimator=None, *, method='ivap', cal_size=0.2, n_splits=5, merge='log', multiclass='ovr',
-                 prefit=False, shuffle=True, random_state=None):
-        self.estimator, self.method, self.cal_size, self.n_splits = estimator, method, cal_size, n_splits
-        self.merge, self.multiclass, self.prefit = merge, multiclass, prefit
-        self.shuffle, self.random_state = shuffle, random_state
-
-    def _base(self):
-        from sklearn.base import clone
-        from sklearn.linear_model import LogisticRegression
-        return LogisticRegression() if self.estimator is None else clone(self.estimator)
-
-    def _scores(self, model, X):
-        "Scores (n, C) aligned with self.classes_ (classes the model never saw score the minimum)."
-        raw = _raw_scores(model, X)
-        if raw.shape[1] == len(self.classes_) and np.array_equal(model.classes_, self.classes_): out = raw
-        else:
-            out = np.full((raw.shape[0], len(self.classes_)), np.finfo(float).min / 4)
-            out[:, np.searchsorted(self.classes_, model.classes_)] = raw
-        if not np.isfinite(out).all():
-            raise ValueError(f"the base estimator {type(model).__name__} returned non-finite scores")
-        return out
-
-    def _problems(self, scores, y=None):
-        "The binary problems: list of (score column, labels or None, mask or None)."
-        C = len(self.classes_)
-        if C == 2: return [(scores[:, 1] - scores[:, 0], None if y is None else (y == 1).astype(float), None)]
-        if self.multiclass == 'ovr':
-            return [(scores[:, c], None if y is None else (y == c).astype(float), None) for c in range(C)]
-        out = []
-        for i in range(C):
-            for j in range(i + 1, C):
-                mask = None if y is None else (y == i) | (y == j)
-                s = scores[:, i] - scores[:, j]
-                out.append((s if y is None else s[mask], None if y is None else (y[mask] == i).astype(float), mask))
-        return out
-
-    def _fit_ivaps(self, scores, y):
-        ivaps = []
-        for s, lab, _ in self._problems(scores, y):
-            ivaps.append(VennAbers().fit(s, lab) if s.shape[0] else None)
-        return ivaps
-
-    def _check_params(self, n):
-        check_choice(self.method, 'method', ('ivap', 'cvap'))
-        check_choice(self.merge, 'merge', MERGES)
-        check_choice(self.multiclass, 'multiclass', ('ovr', 'pairwise'))
-        if self.method == 'cvap' and not self.prefit: _check_n_splits(self.n_splits, n)
-        cs = self.cal_size
-        ok = (isinstance(cs, float) and 0 < cs < 1) or (isinstance(cs, (int, np.integer))
-                                                         and not isinstance(cs, bool) and 0 < cs < n)
-        if self.method == 'ivap' and not self.prefit and not ok:
-            raise ValueError(f"`cal_size` must be a float in (0, 1) or an integer in [1, n_samples), got {cs!r}")
-
-    def fit(self, X, y, sample_weight=None, **fit_params):
-        """Train (unless `prefit`) and calibrate on (X, y). `sample_weight` and `fit_params` go to the base
-        estimator's `fit`; rows of weight 0 are left out, and the calibration itself is unweighted."""
-        from sklearn.utils.multiclass import check_classification_targets
-        from sklearn.utils.validation import _check_sample_weight, validate_data
-        X, y = validate_data(self, X, y, accept_sparse=['csr', 'csc'])
-        check_classification_targets(y)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X)
-            keep = np.flatnonzero(sample_weight > 0)
-            fit_params = self._subset(fit_params, keep, X.shape[0])
-            X, y, fit_params['sample_weight'] = X[keep], y[keep], sample_weight[keep]
-        self.classes_, y_idx = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(f"`y` has only one class ({self.classes_[0]!r}): calibration needs at least two classes")
-        n = X.shape[0]
-        self._check_params(n)
-        if self.prefit:
-            if self.estimator is None: raise ValueError("`prefit=True` needs a fitted `estimator`")
-            known = np.asarray(self.estimator.classes_)
-            unknown = np.setdiff1d(self.classes_, known)
-            if unknown.size:
-                raise ValueError(f"`y` has labels {unknown[:5].tolist()} that the prefit estimator does not know "
-                                 f"(its classes_ are {known[:10].tolist()})")
-            self.classes_ = known
-            y_idx = np.searchsorted(known, y)
-            self.estimators_ = [self.estimator]
-            self.calibrators_ = [self._fit_ivaps(self._scores(self.estimator, X), y_idx)]
-        elif self.method == 'ivap':
-            train, cal = self._ivap_split(X, y_idx)
-            model = self._base().fit(X[train], y[train], **self._subset(fit_params, train, n))
-            self.estimators_ = [model]
-            self.calibrators_ = [self._fit_ivaps(self._scores(model, X[cal]), y_idx[cal])]
-        else:
-            self.estimators_, self.calibrators_ = [], []
-            for train, cal in self._folds(X, y_idx):
-                model = self._base().fit(X[train], y[train], **self._subset(fit_params, train, n))
-                self.estimators_.append(model)
-                self.calibrators_.append(self._fit_ivaps(self._scores(model, X[cal]), y_idx[cal]))
-        return self
-
-    @staticmethod
-    def _subset(fit_params, rows, n):
-        "Per-sample fit arguments (arrays of length n) restricted to the training rows."
-        return {k: (np.asarray(v)[rows] if hasattr(v, '__len__') and len(v) == n else v)
-                for k, v in fit_params.items()}
-
-    def _stratify(self, y_idx, n_parts):
-        return y_idx if self.shuffle and np.bincount(y_idx).min() >= n_parts else None
-
-    def _ivap_split(self, X, y_idx):
-        from sklearn.model_selection import train_test_split
-        idx = np.arange(X.shape[0])
-        strat = self._stratify(y_idx, 2)
-        try:
-            return train_test_split(idx, test_size=self.cal_size, shuffle=self.shuffle, stratify=strat,
-                                    random_state=self.random_state)
-        except ValueError:    # too few samples per class for a stratified split
-            return train_test_split(idx, test_size=self.cal_size, shuffle=self.shuffle,
-                                    random_state=self.random_state)
-
-    def _folds(self, X, y_idx):
-        from sklearn.model_selection import KFold, StratifiedKFold
-        rs = self.random_state if self.shuffle else None
-        if self._stratify(y_idx, self.n_splits) is not None:
-            return list(StratifiedKFold(self.n_splits, shuffle=True, random_state=rs).split(X, y_idx))
-        return list(KFold(self.n_splits, shuffle=self.shuffle, random_state=rs).split(X))
-
-    def _intervals(self, X):
-        "Per model and binary problem: (p0, p1) arrays, shapes (K, P, n)."
-        from sklearn.utils.validation import check_is_fitted, validate_data
-        check_is_fitted(self, 'calibrators_')
-        X = validate_data(self, X, reset=False, accept_sparse=['csr', 'csc'])
-        p0 = np.empty((len(self.estimators_), len(self.calibrators_[0]), X.shape[0]))
-        p1 = np.empty_like(p0)
-        for k, (model, ivaps) in enumerate(zip(self.estimators_, self.calibrators_)):
-            for j, ((s, _, _), ivap) in enumerate(zip(self._problems(self._scores(model, X)), ivaps)):
-                if ivap is None: p0[k, j], p1[k, j] = 0.5, 0.5   # a pair with no calibration points
-                else: p0[k, j], p1[k, j] = ivap.predict_interval(s)
-        return p0, p1
-
-    def predict_interval(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """(p0, p1) of the label `classes_[1]` (binary, shape (n,)) or of each class against the rest (one-vs-rest,
-        shape (n, C)). For CVAP the merged interval (1 - GM(1 - p0), GM(p1)) of the folds."""
-        if len(getattr(self, 'classes_', ())) > 2 and self.multiclass == 'pairwise':
-            raise ValueError("`predict_interval` needs multiclass='ovr': pairwise coupling has no per-class interval")
-        p0, p1 = self._intervals(X)
-        if p0.shape[0] == 1: lo, hi = p0[0], p1[0]
-        else: lo, hi = 1.0 - np.exp(np.mean(np.log1p(-p0), axis=0)), np.exp(np.mean(np.log(p1), axis=0))
-        return (lo[0], hi[0]) if len(self.classes_) == 2 else (lo.T, hi.T)
-
-    def predict_proba(self, X) -> np.ndarray:
-        "Calibrated class probabilities, shape (n, C), columns in the order of `classes_`."
-        p0, p1 = self._intervals(X)
-        p = _merge(p0[0], p1[0], self.merge) if p0.shape[0] == 1 else merge_intervals(p0, p1, merge=self.merge, axis=0)
-        C = len(self.classes_)
-        if C == 2: return np.c_[1.0 - p[0], p[0]]
-        if self.multiclass == 'ovr': return (p / p.sum(axis=0)).T
-        r = np.full((p.shape[1], C, C), 0.0)
-        iu = np.triu_indices(C, 1)
-        r[:, iu[0], iu[1]] = p.T
-        r[:, iu[1], iu[0]] = 1.0 - p.T
-        return _couple_pairwise(r)
-
-    def predict(self, X) -> np.ndarray:
-        "The most probable class."
-        from sklearn.utils.validation import check_is_fitted
-        check_is_fitted(self, 'calibrators_')
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
+        return _merge_many(*self.predict_fold_intervals(scores), merge, axis=1)
 
 # %% ../nbs/04_venn_abers.ipynb #5e60bd7f
-def _calibrator_class():
-    "`_VennAbersCalibrator` with scikit-learn's estimator base classes (imported only when first used)."
-    from sklearn.base import BaseEstimator, ClassifierMixin
-    return type('VennAbersCalibrator', (_VennAbersCalibrator, ClassifierMixin, BaseEstimator),
-                {'__module__': __name__, '__doc__': _VennAbersCalibrator.__doc__})
-
 _all_ = ['VennAbersCalibrator']
 
 def __getattr__(name):
     if name == 'VennAbersCalibrator':
-        globals()[name] = cls = _calibrator_class()
-        return cls
+        from isocal.calibration import VennAbersCalibrator
+        return VennAbersCalibrator
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

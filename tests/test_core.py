@@ -112,14 +112,43 @@ def test_as_float_array_rejects_nonfinite_float32():
 
 
 @pytest.mark.parametrize("bad", [
-    ["a", "b"], np.array(["1.0", "2.0"]), np.array([1.0, 2.0], dtype=object), [1.0, None], None,
+    ["a", "b"], np.array(["1.0", "2.0"]), np.array([1.0, "2.0"], dtype=object), [1.0, None], None,
     [1 + 2j, 3.0], np.array([1, 2], dtype=np.complex64), np.array(["2020-01-01"], dtype="datetime64[D]"),
-    [b"x"],
-], ids=["str-list", "str-array", "object-floats", "with-None", "None", "complex-list", "complex64", "datetime",
-        "bytes"])
+    [b"x"], np.array([1.0, 2j], dtype=object), np.array([1.0, [2.0]], dtype=object),
+    np.array([1.0, {}], dtype=object),
+], ids=["str-list", "str-array", "object-str", "with-None", "None", "complex-list", "complex64", "datetime",
+        "bytes", "object-complex", "object-list", "object-dict"])
 def test_as_float_array_type_errors_name_argument(bad):
     with pytest.raises(TypeError, match="`weights`"):
         as_float_array(bad, "weights")
+
+
+def test_as_float_array_converts_numeric_object_arrays():
+    """Issue 12: object arrays of real numbers are converted, as scikit-learn and SciPy do."""
+    from decimal import Decimal
+    from fractions import Fraction
+    a = np.array([1, 2.5, np.float32(0.5), np.int8(-3), True, Fraction(1, 4), Decimal("0.1")], dtype=object)
+    np.testing.assert_array_equal(as_float_array(a, "y"), [1.0, 2.5, 0.5, -3.0, 1.0, 0.25, 0.1])
+    with pytest.raises(ValueError, match=r"`y`.*index 1\b"):
+        as_float_array(np.array([1.0, float("nan")], dtype=object), "y")
+
+
+@given(hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(-1e6, 1e6)), st.data())
+def test_numeric_object_arrays_give_the_float_results(y, data):
+    """Every public entry point gives the same result on an object array of numbers (Python floats and ints, NumPy
+    scalars) as on the float64 array."""
+    kinds = data.draw(st.lists(st.sampled_from([float, int, np.float64, np.float32]), min_size=len(y),
+                               max_size=len(y)))
+    y = np.array([kind(v) if kind is not int else int(v) for kind, v in zip(kinds, y)], dtype=float)
+    as_obj = lambda a: np.array([k(v) if k is not int else int(v) for k, v in zip(kinds, a)], dtype=object)
+    x, w = np.round(y[::-1] / 3.0), np.abs(y) + 1.0
+    np.testing.assert_array_equal(as_float_array(as_obj(y), "y"), y)
+    x, w = (np.array([float(v) for v in as_obj(a)]) for a in (x, w))   # the values the object arrays hold
+    np.testing.assert_array_equal(isotonic_regression(as_obj(y), as_obj(w)).x, isotonic_regression(y, w).x)
+    np.testing.assert_array_equal(fit_staircase(as_obj(x), as_obj(y)).fitted, fit_staircase(x, y).fitted)
+    cal = IsotonicCalibrator(out_of_bounds="clip").fit(as_obj(x).reshape(-1, 1), as_obj(y), as_obj(w))
+    ref = IsotonicCalibrator(out_of_bounds="clip").fit(x, y, w)
+    np.testing.assert_array_equal(cal.predict(as_obj(y)), ref.predict(y))
 
 
 @pytest.mark.parametrize("bad", [np.zeros((3, 2)), np.zeros((3, 1)), [[1.0, 2.0]], 3.0, np.float64(1.0)])
@@ -265,7 +294,7 @@ BAD_CALLS = {
     "ir-column-y": (lambda: isotonic_regression(np.ones((4, 1))), ValueError, r"`y`"),
     "ir-2d-w": (lambda: isotonic_regression(Y, np.ones((4, 1))), ValueError, r"`weights`"),
     "ir-str-y": (lambda: isotonic_regression(["3", "1"]), TypeError, r"`y`"),
-    "ir-obj-y": (lambda: isotonic_regression(np.array(Y, dtype=object)), TypeError, r"`y`"),
+    "ir-obj-y": (lambda: isotonic_regression(np.array(Y + ["x"], dtype=object)), TypeError, r"`y`"),
     "ir-complex-y": (lambda: isotonic_regression(np.array(Y) + 1j), TypeError, r"`y`"),
     "ir-str-w": (lambda: isotonic_regression(Y, ["1"] * 4), TypeError, r"`weights`"),
     "ir-inc-auto": (lambda: isotonic_regression(Y, increasing="auto"), TypeError, r"`increasing`"),
@@ -283,7 +312,7 @@ BAD_CALLS = {
     "fs-zero-w": (lambda: fit_staircase(X, Y, [0.0] * 4), ValueError, r"`weights`.*zero"),
     "fs-2d-x": (lambda: fit_staircase(np.ones((4, 2)), Y), ValueError, r"`x`"),
     "fs-str-x": (lambda: fit_staircase(["a", "b", "c", "d"], Y), TypeError, r"`x`"),
-    "fs-obj-y": (lambda: fit_staircase(X, np.array(Y, dtype=object)), TypeError, r"`y`"),
+    "fs-obj-y": (lambda: fit_staircase(X, np.array(Y[:3] + [None], dtype=object)), TypeError, r"`y`"),
     "fs-ties": (lambda: fit_staircase(X, Y, ties="quaternary"), ValueError, r"`ties`"),
     "fs-interp": (lambda: fit_staircase(X, Y, interpolation="cubic"), ValueError, r"`interpolation`"),
     "fs-oob": (lambda: fit_staircase(X, Y, out_of_bounds="extrapolate"), ValueError, r"`out_of_bounds`"),
@@ -301,7 +330,12 @@ BAD_CALLS = {
     "cal-3d-X": (lambda: IsotonicCalibrator().fit(np.ones((4, 1, 1)), Y), ValueError, r"`X`"),
     "cal-2d-y": (lambda: IsotonicCalibrator().fit(X, np.ones((4, 1))), ValueError, r"`y`"),
     "cal-str-X": (lambda: IsotonicCalibrator().fit(["a", "b", "c", "d"], Y), TypeError, r"`X`"),
-    "cal-obj-y": (lambda: IsotonicCalibrator().fit(X, np.array(Y, dtype=object)), TypeError, r"`y`"),
+    "cal-obj-y": (lambda: IsotonicCalibrator().fit(X, np.array(Y[:3] + ["5"], dtype=object)), TypeError, r"`y`"),
+    "cal-obj-X": (lambda: IsotonicCalibrator().fit(np.array(X[:3] + [1j], dtype=object), Y), TypeError, r"`X`"),
+    "cal-sparse-X": (lambda: IsotonicCalibrator().fit(__import__("scipy.sparse").sparse.csr_matrix(
+        np.reshape(X, (-1, 1))), Y), TypeError, r"`X`.*sparse"),
+    "ir-sparse-y": (lambda: isotonic_regression(__import__("scipy.sparse").sparse.csr_array([Y])), TypeError,
+                    r"`y`.*sparse"),
     "cal-ymin-gt-ymax": (lambda: IsotonicCalibrator(y_min=1.0, y_max=0.0).fit(X, Y), ValueError,
                          r"`y_min`.*`y_max`"),
     "cal-ymin-nan": (lambda: IsotonicCalibrator(y_min=np.nan).fit(X, Y), ValueError, r"`y_min`"),
@@ -395,25 +429,24 @@ def test_sklearn_silently_drops_nonpositive_weights(dropped):
         with pytest.raises(ValueError, match=r"`sample_weight`.*negative.*index 0\b"):
             IsotonicCalibrator().fit(x, y, sample_weight=w)
     else:
-        # isocal keeps zero-weight samples in the score range; each takes the level of the block on its left
-        # (the first block if none), so nothing is NaN at the training scores
+        # zero weights: IsotonicCalibrator follows scikit-learn, a zero-weight row is as if absent (issue 12);
+        # fit_staircase keeps isocal's rule: the sample takes the level of the block on its left (first if none)
         cal = IsotonicCalibrator(out_of_bounds="nan").fit(x, y, sample_weight=w)
-        np.testing.assert_array_equal(cal.predict(x), [1.0, 1.0, 2.0, 2.0])
-        assert (cal.X_min_, cal.X_max_) == (0.0, 3.0)
+        np.testing.assert_array_equal(cal.predict(x), pred)
+        assert (cal.X_min_, cal.X_max_) == (1.0, 2.0)
+        np.testing.assert_array_equal(fit_staircase(x, y, w).fitted, [1.0, 1.0, 2.0, 2.0])
 
 
 def test_sklearn_single_distinct_score_ignores_out_of_bounds():
-    """Peer quirk (sklearn 1.9): with a single distinct training score, IsotonicRegression predicts the constant
-    everywhere, even with out_of_bounds='nan' or 'raise'. isocal applies out_of_bounds as documented."""
+    """sklearn 1.9: with a single distinct training score, IsotonicRegression predicts the constant everywhere, even
+    with out_of_bounds='nan' or 'raise'. IsotonicCalibrator follows (issue 12); a `Staircase` applies
+    out_of_bounds as documented."""
     from sklearn.isotonic import IsotonicRegression
     x, y, t = [1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 1.0, 2.0]
-    for oob in ("nan", "raise"):
+    for oob in ("nan", "raise", "clip"):
         np.testing.assert_allclose(IsotonicRegression(out_of_bounds=oob).fit(x, y).predict(t), [2 / 3] * 3)
-    np.testing.assert_allclose(IsotonicCalibrator(out_of_bounds="nan").fit(x, y).predict(t),
-                               [np.nan, 2 / 3, np.nan])
-    with pytest.raises(ValueError, match=r"`T`.*index 0\b"):
-        IsotonicCalibrator(out_of_bounds="raise").fit(x, y).predict(t)
-    np.testing.assert_allclose(IsotonicCalibrator(out_of_bounds="clip").fit(x, y).predict(t), [2 / 3] * 3)
+        np.testing.assert_allclose(IsotonicCalibrator(out_of_bounds=oob).fit(x, y).predict(t), [2 / 3] * 3)
+    np.testing.assert_allclose(fit_staircase(x, y, out_of_bounds="nan")(t), [np.nan, 2 / 3, np.nan])
 
 
 # ----------------------------------------------------------------------------------------------- Numba cache fallback

@@ -36,7 +36,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from scipy.optimize import isotonic_regression as scipy_ir
 from scipy.optimize import minimize, nnls
@@ -697,9 +697,10 @@ def _compare_with_sklearn(x, y, w, kw, rng):
     assert cal.X_min_ == sk.X_min_ and cal.X_max_ == sk.X_max_
     assert cal.increasing_ == sk.increasing_
     scale = max(1.0, np.abs(y).max())
-    lo, hi = x.min(), x.max()
-    ux = np.unique(x)
-    t = np.concatenate([x, ux, (ux[1:] + ux[:-1]) / 2, rng.uniform(lo, hi, 7), [lo, hi]])
+    xr = x if w is None else x[w > 0]                      # zero-weight rows are as if absent (scikit-learn)
+    lo, hi = xr.min(), xr.max()
+    ux = np.unique(xr)
+    t = np.concatenate([xr, ux, (ux[1:] + ux[:-1]) / 2, rng.uniform(lo, hi, 7), [lo, hi]])
     np.testing.assert_allclose(cal.predict(t), sk.predict(t), rtol=0, atol=1e-12 * scale, equal_nan=True)
     np.testing.assert_allclose(cal.transform(t.reshape(-1, 1)), sk.transform(t.reshape(-1, 1)), rtol=0,
                                atol=1e-12 * scale, equal_nan=True)
@@ -972,3 +973,334 @@ def test_calibrator_with_general_loss_predicts_its_staircase():
     st = fit_staircase(x, y, loss=PseudoHuber(1.0))
     t = np.linspace(-4, 4, 301)
     np.testing.assert_array_equal(cal.predict(t), st(t))
+
+
+# ================================================================================ issue 12: the scikit-learn contract
+
+def test_calibrator_is_an_ordinary_class_in_isocal_isotonic():
+    """The estimator is a class statement in `isocal.isotonic` (inspect can read its source, its methods are its
+    own), and `isocal.pava.IsotonicCalibrator` is the very same class."""
+    import importlib
+    import inspect
+    isotonic = importlib.import_module("isocal.isotonic")
+    cls = isotonic.IsotonicCalibrator
+    assert cls is IsotonicCalibrator and cls.__module__ == "isocal.isotonic"
+    assert inspect.getsource(cls).startswith("class IsotonicCalibrator(")
+    for method in ("fit", "predict", "transform", "get_feature_names_out", "__sklearn_tags__"):
+        assert method in vars(cls), method
+
+
+def test_import_pava_stays_light_and_reexports_lazily():
+    """`import isocal.pava` imports neither scikit-learn nor isocal.distributed/isotonic; the estimator comes from
+    `isocal.isotonic` on first lookup."""
+    import subprocess
+    import sys
+    code = ("import sys, isocal.pava as p; heavy = [m for m in ('sklearn', 'isocal.isotonic', 'isocal.distributed', "
+            "'isocal.convex') if m in sys.modules]; assert not heavy, heavy; "
+            "import isocal.isotonic as i; assert p.IsotonicCalibrator is i.IsotonicCalibrator; "
+            "from isocal.pava import *; assert IsotonicCalibrator is i.IsotonicCalibrator; print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+SET_OUTPUT = ["default", "pandas"] + (["polars"] if __import__("importlib.util").util.find_spec("polars") else [])
+
+
+@pytest.mark.parametrize("container", SET_OUTPUT)
+def test_set_output_wraps_transform_like_fit_transform(container):
+    """scikit-learn wraps `transform` and `fit_transform` of classes that define them: both must honour
+    set_output, in a ColumnTransformer too (this failed while the class was assembled at run time)."""
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=60)
+    y = (rng.random(60) < 1 / (1 + np.exp(-x))).astype(float)
+    cal = IsotonicCalibrator(out_of_bounds="clip").set_output(transform=container)
+    a = cal.fit_transform(x.reshape(-1, 1), y)
+    b = cal.transform(x.reshape(-1, 1))
+    assert type(a) is type(b)
+    np.testing.assert_array_equal(np.asarray(a).ravel(), np.asarray(b).ravel())
+    np.testing.assert_allclose(np.asarray(b).ravel(), IsotonicRegression(out_of_bounds="clip").fit(x, y).predict(x),
+                               rtol=0, atol=1e-12)
+    if container == "default":
+        return                # a ColumnTransformer needs 2-D blocks, which only set_output's containers give
+    frame = pd.DataFrame({"score": x, "other": -x})
+    ct = ColumnTransformer([("iso", IsotonicCalibrator(out_of_bounds="clip"), ["score"])]).set_output(
+        transform=container)
+    out = ct.fit(frame, y).transform(frame)
+    np.testing.assert_array_equal(np.asarray(out).ravel(), np.asarray(b).ravel())
+    if container == "pandas":
+        assert isinstance(out, pd.DataFrame) and list(out.columns) == ["iso__isotoniccalibrator0"]
+
+
+def test_zero_sample_weight_is_as_if_absent_example():
+    """Issue 12: scikit-learn drops zero-weight rows; they must not create knots."""
+    x, y, w, t = [0, 1, 2], [0, 5, 1], [1, 0, 1], [0.5, 1, 1.5]
+    sk = IsotonicRegression().fit(x, y, sample_weight=w).predict(t)
+    np.testing.assert_allclose(sk, [0.25, 0.5, 0.75])
+    np.testing.assert_allclose(IsotonicCalibrator().fit(x, y, sample_weight=w).predict(t), sk, rtol=0, atol=1e-15)
+
+
+def test_zero_sample_weight_inside_calibrated_classifier_cv(monkeypatch):
+    """CalibratedClassifierCV(method="isotonic") with 20% zero weights gives the same probabilities with
+    IsotonicCalibrator in place of IsotonicRegression."""
+    import sklearn.calibration as calibration
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.datasets import make_classification
+    from sklearn.naive_bayes import GaussianNB
+    X, y = make_classification(n_samples=600, n_features=6, random_state=0)
+    w = np.where(np.random.default_rng(0).random(600) < 0.2, 0.0, 1.0)
+    theirs = CalibratedClassifierCV(GaussianNB(), method="isotonic", cv=3).fit(X, y, sample_weight=w)
+    monkeypatch.setattr(calibration, "IsotonicRegression", IsotonicCalibrator)
+    ours = CalibratedClassifierCV(GaussianNB(), method="isotonic", cv=3).fit(X, y, sample_weight=w)
+    assert isinstance(ours.calibrated_classifiers_[0].calibrators[0], IsotonicCalibrator)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), rtol=0, atol=1e-12)
+
+
+@st.composite
+def zero_weight_problems(draw):
+    x, y, w, kw = draw(calibration_problems())
+    w = np.ones(len(x)) if w is None else w
+    zero = np.array(draw(st.lists(st.booleans(), min_size=len(x), max_size=len(x))))
+    assume(not zero.all())
+    return x, y, np.where(zero, 0.0, w), kw
+
+
+@given(zero_weight_problems(), st.sampled_from(["secondary", "primary", "tertiary"]))
+def test_zero_sample_weight_rows_are_absent_property(problem, ties):
+    """For every option: fitting with zero-weight rows is fitting without them (the same knots, range and
+    predictions); with the default ties this is also scikit-learn's fit (the direction included)."""
+    x, y, w, kw = problem
+    keep = w > 0
+    cal = IsotonicCalibrator(ties=ties, **kw).fit(x, y, sample_weight=w)
+    # increasing="auto" is decided on all rows (an unweighted Spearman correlation), as scikit-learn does
+    ref = IsotonicCalibrator(ties=ties, **{**kw, "increasing": cal.increasing_}).fit(x[keep], y[keep], w[keep])
+    np.testing.assert_array_equal(cal.X_thresholds_, ref.X_thresholds_)
+    np.testing.assert_array_equal(cal.y_thresholds_, ref.y_thresholds_)
+    assert (cal.X_min_, cal.X_max_, cal.increasing_) == (ref.X_min_, ref.X_max_, ref.increasing_)
+    t = np.unique(np.concatenate([x, (x[:-1] + x[1:]) / 2]))
+    t = t[(t >= cal.X_min_) & (t <= cal.X_max_)] if kw["out_of_bounds"] == "raise" else t
+    np.testing.assert_array_equal(cal.predict(t), ref.predict(t))
+    if ties == "secondary":
+        _compare_with_sklearn(x, y, w, kw, np.random.default_rng(len(x)))
+
+
+@pytest.mark.parametrize("oob", ["nan", "clip", "raise"])
+def test_single_distinct_score_predicts_its_level_everywhere(oob):
+    """Issue 12: with one distinct training score scikit-learn's calibrator is the constant, whatever
+    `out_of_bounds` says; isocal follows."""
+    t = [0.0, 1.0, 2.0]
+    sk = IsotonicRegression(out_of_bounds=oob).fit([1, 1], [3, 5]).predict(t)
+    np.testing.assert_array_equal(sk, [4.0, 4.0, 4.0])
+    np.testing.assert_array_equal(IsotonicCalibrator(out_of_bounds=oob).fit([1, 1], [3, 5]).predict(t), sk)
+
+
+@given(st.floats(-1e6, 1e6), st.lists(st.floats(-5, 5), min_size=1, max_size=20), st.data())
+def test_single_distinct_score_property(score, y, data):
+    """Any data with one distinct score (any weights, bounds, ties, interpolation): the calibrator is the constant
+    scikit-learn gives, at any query."""
+    n = len(y)
+    w = data.draw(st.one_of(st.none(), st.lists(st.floats(0.01, 100), min_size=n, max_size=n)))
+    kw = dict(out_of_bounds=data.draw(st.sampled_from(["nan", "clip", "raise"])),
+              y_min=data.draw(st.sampled_from([None, -1.0])), y_max=data.draw(st.sampled_from([None, 1.0])))
+    x = np.full(n, score)
+    t = np.array([score - 1e3, score, score + 1e3, np.nextafter(score, np.inf)])
+    sk = IsotonicRegression(**kw).fit(x, y, sample_weight=w).predict(t)
+    for ties in ("secondary", "primary", "tertiary"):
+        for interpolation in ("linear", "step"):
+            cal = IsotonicCalibrator(ties=ties, interpolation=interpolation, **kw).fit(x, y, sample_weight=w)
+            np.testing.assert_allclose(cal.predict(t), sk, rtol=1e-14, atol=1e-14)
+
+
+def test_clipping_drops_redundant_knots_example():
+    sk = IsotonicRegression(y_max=2).fit([0, 1, 2, 3, 4], [0, 3, 4, 5, 6])
+    cal = IsotonicCalibrator(y_max=2).fit([0, 1, 2, 3, 4], [0, 3, 4, 5, 6])
+    np.testing.assert_array_equal(sk.X_thresholds_, [0, 1, 4])
+    np.testing.assert_array_equal(cal.X_thresholds_, sk.X_thresholds_)
+    np.testing.assert_array_equal(cal.y_thresholds_, sk.y_thresholds_)
+
+
+@given(calibration_problems(max_n=40))
+def test_clipping_knots_match_sklearn_property(problem):
+    """With y_min/y_max the knots are scikit-learn's: runs of levels made equal by clipping keep only their ends.
+    Continuous targets make the blocks unambiguous, so the knots are compared exactly."""
+    x, y, w, kw = problem
+    assume(len(np.unique(y)) == len(y))                      # continuous targets: no exact ties between blocks
+    sk, cal = _compare_with_sklearn(x, y, w, kw, np.random.default_rng(0))
+    np.testing.assert_array_equal(cal.X_thresholds_, sk.X_thresholds_)
+    np.testing.assert_allclose(cal.y_thresholds_, sk.y_thresholds_, rtol=1e-12, atol=1e-12)
+    assert np.all(np.diff(cal.X_thresholds_) > 0)
+
+
+@pytest.mark.parametrize("sparse", ["csr_matrix", "csr_array", "coo_matrix"])
+def test_sparse_input_is_refused_clearly(sparse):
+    import scipy.sparse as sp
+    X = getattr(sp, sparse)(np.arange(4.0).reshape(-1, 1))
+    with pytest.raises(TypeError, match="`X`.*sparse"):
+        IsotonicCalibrator().fit(X, [0.0, 1.0, 0.0, 1.0])
+    cal = IsotonicCalibrator().fit(np.arange(4.0), [0.0, 1.0, 0.0, 1.0])
+    with pytest.raises(TypeError, match="`T`.*sparse"):
+        cal.predict(X)
+    with pytest.raises(TypeError, match="`y`.*sparse"):
+        isotonic_regression(getattr(sp, sparse)(np.arange(4.0).reshape(1, -1)))
+
+
+# ================================================================================ issue 12: IsotonicResult
+
+def test_isotonic_result_behaves_like_optimize_result():
+    import copy
+    from scipy.optimize import OptimizeResult
+    res = isotonic_regression([3.0, 1.0, 2.0])
+    peer = OptimizeResult(x=res.x)
+    for obj in (peer, res):
+        assert not hasattr(obj, "success")
+        assert getattr(obj, "x0", None) is None
+        with pytest.raises(AttributeError):
+            obj.nothing
+    twin = copy.deepcopy(res)
+    assert type(twin) is type(res) and twin.keys() == res.keys() and twin.x is not res.x
+    np.testing.assert_array_equal(twin.x, res.x)
+    again = pickle.loads(pickle.dumps(res))
+    assert type(again) is type(res)
+    np.testing.assert_array_equal(again.blocks, res.blocks)
+
+
+@given(st.lists(st.floats(-10, 10), max_size=20), st.text(min_size=1, max_size=8))
+def test_isotonic_result_attribute_protocol_property(y, name):
+    """Any name: attribute access agrees with the mapping (AttributeError, never KeyError, when missing);
+    setting and deleting attributes work like SciPy's OptimizeResult; copies are equal and independent."""
+    import copy
+    res = isotonic_regression(y)
+    if name in res:
+        assert getattr(res, name) is res[name]
+    else:
+        assert getattr(res, name, "missing") == "missing" and not hasattr(res, name)
+    res.extra = 1
+    assert res["extra"] == 1
+    del res.extra
+    assert "extra" not in res
+    with pytest.raises(AttributeError):
+        del res.extra
+    for twin in (copy.copy(res), copy.deepcopy(res), pickle.loads(pickle.dumps(res))):
+        assert type(twin) is type(res) and sorted(twin) == sorted(res)
+        for k in res:
+            np.testing.assert_array_equal(twin[k], res[k])
+
+
+# ================================================================================ issue 12: extreme magnitudes
+
+def test_extreme_weights_do_not_overflow_example():
+    np.testing.assert_array_equal(isotonic_regression([1.0, 0.0], [1e308, 1e308]).x, [0.5, 0.5])
+    np.testing.assert_array_equal(isotonic_regression([1e308, 1e308, -1e308]).x, [1e308 / 3] * 3)
+    np.testing.assert_array_equal(isotonic_regression([1.7e308, 1.7e308]).x, [1.7e308] * 2)
+
+
+def test_linear_interpolation_does_not_overflow_example():
+    sc = Staircase([0.0, 1.0], [0.0, 1.0], [-1e308, 1e308], interpolation="linear")
+    np.testing.assert_array_equal(sc([0.0, 0.5, 0.25, 1.0]), [-1e308, 0.0, -5e307, 1e308])
+    dec = Staircase([0.0, 1.0], [0.0, 1.0], [1.7e308, -1.7e308], increasing=False, interpolation="linear")
+    assert np.all(np.isfinite(dec(np.linspace(0, 1, 101))))
+
+
+@st.composite
+def magnitude_problems(draw):
+    """Integer mantissas times one power of two for y and one for w, anywhere in the float range (including
+    subnormals): every sum is exact once scaled, so the exact rational answer is the reference."""
+    n = draw(st.integers(1, 25))
+    ey = draw(st.sampled_from([-1074, -1060, -1022, -1000, -600, 0, 600, 990, 1000, 1010, 1015]))
+    y = [k * 2.0 ** ey for k in draw(st.lists(st.integers(-8, 8), min_size=n, max_size=n))]
+    if draw(st.booleans()):
+        return y, None
+    ew = draw(st.sampled_from([-1074, -1050, -1000, -600, -60, 0, 60, 600, 1000, 1015]))
+    w = [j * 2.0 ** ew for j in draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))]
+    return y, w
+
+
+def _ulps(a, b):
+    return np.abs(a - b) / np.spacing(np.maximum(np.abs(a), np.abs(b)))
+
+
+@given(magnitude_problems(), st.booleans())
+def test_huge_and_tiny_magnitudes_match_exact_pava(problem, increasing):
+    """isotonic_regression over the whole float range against exact rational PAVA: levels within 2 ulps (a
+    comparison of two levels within rounding may pool them), the total weight exact, nothing non-finite."""
+    y, w = problem
+    fit, starts, wts = exact_pava(y, w, increasing)
+    res = isotonic_regression(y, w, increasing=increasing)
+    assert np.all(np.isfinite(res.x))
+    assert np.all(_ulps(res.x, as_floats(fit)) <= 2), (res.x, as_floats(fit))
+    # a block's total weight is returned as it is: infinite only when it exceeds the float range
+    expected_w = np.array([float(v) if v < 2 ** 1024 else np.inf for v in wts])
+    assert res.weights.tolist() == expected_w.tolist()
+
+
+@given(magnitude_problems())
+def test_huge_and_tiny_magnitudes_calibrator_matches_exact(problem):
+    """The same through the staircase fits (tie sums of distinct scores, the binary and weighted sort paths)."""
+    y, w = problem
+    x = np.arange(len(y)) // 2                                  # ties: pairs of samples share a score
+    ux = np.unique(x)
+    sums = [sum(Fraction(y[i]) * Fraction(1 if w is None else w[i]) for i in np.flatnonzero(x == u)) for u in ux]
+    wsum = [sum(Fraction(1 if w is None else w[i]) for i in np.flatnonzero(x == u)) for u in ux]
+    fit, _, _ = exact_pava([s / v for s, v in zip(sums, wsum)], wsum)
+    expected = as_floats(fit)
+    got = IsotonicCalibrator(out_of_bounds="clip").fit(x, y, sample_weight=w).predict(ux)
+    assert np.all(_ulps(got, expected) <= 2), (got, expected)
+    st_ = fit_staircase(x, y, w)
+    assert np.all(_ulps(st_(ux), expected) <= 2)
+
+
+@given(st.integers(1, 3), st.integers(1, 3), st.lists(st.integers(-3, 3), max_size=4),
+       st.sampled_from([-1074, -1000, 0, 1000, 1021, 1022, 1022, 1022]), st.data())
+@example(3, 2, [], 1022, None)
+def test_linear_interpolation_extreme_levels_matches_exact(neg, pos, more, e, data):
+    """Linear interpolation between levels anywhere in the float range (some below and some above 0, so that
+    differences of levels may exceed the largest float), against exact rational evaluation."""
+    levels = sorted(k * 2.0 ** e for k in [-neg, pos] + more)
+    assume(np.all(np.isfinite(levels)))
+    lo = np.arange(len(levels), dtype=float) * 2
+    sc = Staircase(lo, lo, levels, interpolation="linear")
+    drawn = [0.5, 1.0, 1.5] if data is None else data.draw(st.lists(st.floats(0, lo[-1]), min_size=1, max_size=10))
+    t = np.array(drawn)
+    got = sc(t)
+    expected = reference_eval(list(lo), list(lo), levels, t, "linear", "clip")
+    assert np.all(np.isfinite(got))
+    # a + (b - a) * frac rounds at the scale of the levels, not of the result
+    assert np.all(np.abs(got - expected) <= 4 * np.spacing(np.abs(levels).max())), (t, got, expected)
+
+
+@pytest.mark.parametrize("container", ["array", "dataframe"])
+def test_zero_sample_weight_rows_are_absent_with_dask_inputs(container):
+    """The Dask route drops zero-weight rows too: the same knots and range as in memory (and as scikit-learn)."""
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    import pandas as pd
+    rng = np.random.default_rng(0)
+    n = 300
+    x = rng.integers(0, 40, n) / 4.0
+    y = (rng.random(n) < x / 10).astype(float)
+    w = np.where(rng.random(n) < 0.3, 0.0, rng.uniform(0.5, 2.0, n))
+    w[x == x.max()] = 0.0                                   # the largest score only in zero-weight rows
+    ref = IsotonicRegression(y_min=0.1).fit(x, y, sample_weight=w)
+    if container == "array":
+        args = (da.from_array(x.reshape(-1, 1), chunks=(50, 1)), da.from_array(y, chunks=50),
+                da.from_array(w, chunks=50))
+    else:
+        frame = dd.from_pandas(pd.DataFrame({"s": x, "y": y, "w": w}), npartitions=4)
+        args = (frame[["s"]], frame["y"], frame["w"])
+    got = IsotonicCalibrator(y_min=0.1).fit(*args)
+    assert (got.X_min_, got.X_max_) == (ref.X_min_, ref.X_max_) and got.X_max_ < x.max()
+    np.testing.assert_array_equal(got.X_thresholds_, ref.X_thresholds_)
+    np.testing.assert_allclose(got.y_thresholds_, ref.y_thresholds_, rtol=1e-12)
+
+
+def test_primary_ties_with_huge_values_and_weights():
+    """Tie runs' levels (weighted means of fitted values) at the edge of the float range, by hand: x = 0 holds
+    targets -1e308 and 1e308 with equal weights, whose mean is 0; x = 1 holds 1.7e308."""
+    st_ = fit_staircase([0.0, 0.0, 1.0], [1e308, -1e308, 1.7e308], [1e308, 1e308, 1e308], ties="primary")
+    np.testing.assert_array_equal(st_.levels, [0.0, 1.7e308])
+    np.testing.assert_array_equal(st_.fitted, [1e308, -1e308, 1.7e308])
+    st_ = fit_staircase([0.0, 0.0, 1.0], [1.7e308, 1.6e308, 1.7e308], ties="primary")
+    np.testing.assert_array_equal(st_.levels, [float((Fraction(1.7e308) + Fraction(1.6e308)) / 2), 1.7e308])
+    tert = fit_staircase([0.0, 0.0, 1.0], [1.7e308, 1.6e308, 1.7e308], ties="tertiary")
+    np.testing.assert_array_equal(tert.fitted, [1.7e308, 1.6e308, 1.7e308])

@@ -1,14 +1,18 @@
 """Tests of isocal.venn_abers: IVAP against the refit definition and the venn-abers package, CVAP and Lemma 2,
 the scikit-learn calibrator, bad input."""
+import subprocess
+import sys
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import pytest
 import venn_abers
-from hypothesis import given, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
-from isocal.venn_abers import CrossVennAbers, VennAbers, VennAbersCalibrator, fold_ids, merge_intervals
+from isocal.calibration import VennAbersCalibrator
+from isocal.venn_abers import CrossVennAbers, VennAbers, _cvap_interval, fold_ids, merge_intervals
 
 
 # ---------------------------------------------------------------- independent references
@@ -128,6 +132,9 @@ def test_predict_proba_merges(data):
     np.testing.assert_array_equal(va.predict_proba(t), p1 / (1 - p0 + p1))
     np.testing.assert_allclose(va.predict_proba(t, merge="brier"), p1 + p0 ** 2 / 2 - p1 ** 2 / 2, atol=1e-15)
     assert np.all(p0 < p1)   # the paper: p0 < p1 always
+    for merge in ("log", "brier"):
+        p = va.predict_proba(t, merge=merge)
+        assert np.all((p0 <= p) & (p <= p1))
 
 
 def test_fit_returns_self_and_tables_are_reused():
@@ -179,7 +186,8 @@ def test_cvap_is_per_fold_ivaps_merged_by_geometric_means():
     s = rng.normal(size=n); y = (rng.uniform(size=n) < 1 / (1 + np.exp(-2 * s))).astype(int)
     T = rng.normal(size=(40, K))
     cv = CrossVennAbers().fit(s, y, folds)
-    p0, p1 = cv.predict_interval(T)
+    p0, p1 = cv.predict_fold_intervals(T)
+    assert p0.shape == p1.shape == (40, K)
     for j in range(K):
         e0, e1 = refit_interval(s[folds == j], y[folds == j], T[:, j])
         np.testing.assert_allclose(p0[:, j], e0, atol=1e-12); np.testing.assert_allclose(p1[:, j], e1, atol=1e-12)
@@ -187,6 +195,108 @@ def test_cvap_is_per_fold_ivaps_merged_by_geometric_means():
     np.testing.assert_allclose(cv.predict_proba(T), gm(p1) / (gm(1 - p0) + gm(p1)), rtol=1e-12)
     brier = np.mean(p1 + p0 ** 2 / 2 - p1 ** 2 / 2, axis=1)
     np.testing.assert_allclose(cv.predict_proba(T, merge="brier"), brier, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- the CVAP interval
+
+def reference_cvap_interval(q0, q1):
+    """The CVAP interval by its definition, in 50-digit arithmetic, per row of per-fold intervals (m, K):
+    (min(AM(p0), GM(p1)), max(AM(p1), 1 - GM(1 - p0)))."""
+    mpmath.mp.dps = 50
+    out = np.empty((2, q0.shape[0]))
+    for i, (r0, r1) in enumerate(zip(q0, q1)):
+        r0, r1 = [mpmath.mpf(float(v)) for v in r0], [mpmath.mpf(float(v)) for v in r1]
+        gm = lambda a: mpmath.exp(mpmath.fsum(mpmath.log(v) for v in a) / len(a)) if min(a) > 0 else mpmath.mpf(0)
+        am = lambda a: mpmath.fsum(a) / len(a)
+        out[0, i] = float(min(am(r0), gm(r1)))
+        out[1, i] = float(max(am(r1), 1 - gm([1 - v for v in r0])))
+    return out
+
+
+@st.composite
+def cvap_data(draw):
+    "Out-of-fold scores with ties, labels, folds (all non-empty) and a matrix of test scores, one column per fold."
+    K = draw(st.integers(2, 5))
+    n = draw(st.integers(K, 30))
+    s = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    y = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    folds = draw(st.permutations([i % K for i in range(n)]))
+    m = draw(st.integers(1, 6))
+    T = draw(st.lists(st.lists(st.integers(-1, 7), min_size=K, max_size=K), min_size=m, max_size=m))
+    return np.array(s) / 2, np.array(y), np.array(folds), np.array(T, float) / 2
+
+
+@given(cvap_data())
+def test_cvap_interval_contains_both_merges_and_follows_its_definition(data):
+    s, y, folds, T = data
+    cv = CrossVennAbers().fit(s, y, folds)
+    lo, hi = cv.predict_interval(T)
+    assert lo.shape == hi.shape == (T.shape[0],)
+    for merge in ("log", "brier"):
+        p = cv.predict_proba(T, merge=merge)
+        assert np.all((lo <= p) & (p <= hi)), (merge, lo, p, hi)
+    # per-fold intervals by refitting SciPy's isotonic regression, then the definition in 50 digits
+    q0, q1 = np.empty(T.shape), np.empty(T.shape)
+    for j in range(T.shape[1]):
+        q0[:, j], q1[:, j] = refit_interval(s[folds == j], y[folds == j], T[:, j])
+    np.testing.assert_allclose(np.array([lo, hi]), reference_cvap_interval(q0, q1), rtol=0, atol=1e-12)
+
+
+unit = st.floats(0, 1)
+pair = st.tuples(unit, unit).map(sorted)
+
+
+@given(st.lists(pair, min_size=1, max_size=6))
+def test_the_interval_definition_contains_both_merges_for_any_pairs(pairs):
+    "The proof in the notebook, checked in 60-digit arithmetic for arbitrary (p0 <= p1) pairs, then the code."
+    q0, q1 = np.array([p[0] for p in pairs])[None], np.array([p[1] for p in pairs])[None]
+    assume(not (q1.min() == 0 and q0.max() == 1))   # log merge undefined: a sure 0 and a sure 1
+    mpmath.mp.dps = 60
+    r0, r1 = [mpmath.mpf(float(v)) for v in q0[0]], [mpmath.mpf(float(v)) for v in q1[0]]
+    K = len(pairs)
+    gm = lambda a: mpmath.exp(mpmath.fsum(mpmath.log(v) for v in a) / K) if min(a) > 0 else mpmath.mpf(0)
+    a, b = gm(r1), gm([1 - v for v in r0])
+    p_log = a / (a + b)
+    p_brier = mpmath.fsum(v1 + v0 ** 2 / 2 - v1 ** 2 / 2 for v0, v1 in zip(r0, r1)) / K
+    lower, upper = min(mpmath.fsum(r0) / K, a), max(mpmath.fsum(r1) / K, 1 - b)
+    slack = mpmath.mpf(10) ** -50
+    for p in (p_log, p_brier):
+        assert lower - slack <= p <= upper + slack
+    lo, hi = _cvap_interval(q0, q1, axis=1)
+    for merge in ("log", "brier"):
+        p = merge_intervals(q0, q1, merge=merge, axis=1)
+        assert lo[0] <= p[0] <= hi[0]
+    np.testing.assert_allclose([lo[0], hi[0]], [float(lower), float(upper)], rtol=0, atol=1e-12)
+
+
+def test_the_papers_geometric_pair_is_not_an_interval():
+    "Two folds that disagree: (1 - GM(1 - p0), GM(p1)) is inverted and misses the merged p; the CVAP interval not."
+    q0, q1 = np.array([[0.09, 0.89]]), np.array([[0.1, 0.9]])
+    gm1, gm0 = np.sqrt(0.1 * 0.9), np.sqrt(0.91 * 0.11)
+    p = merge_intervals(q0, q1)
+    assert 1 - gm0 > gm1 and not (1 - gm0 <= p[0] <= gm1)
+    lo, hi = _cvap_interval(q0, q1, axis=1)
+    np.testing.assert_allclose([lo[0], hi[0]], [gm1, 1 - gm0], rtol=1e-15)   # AM(p0) = 0.49 > GM(p1) = 0.3
+    assert lo[0] <= p[0] <= hi[0]
+
+
+def test_cvap_interval_gaussian_nb_100k_rows():
+    "The reported case: `isocal calibrate --method cvap` on GaussianNB scores of make_classification, 100k rows."
+    from sklearn.datasets import make_classification
+    from sklearn.naive_bayes import GaussianNB
+    X, y = make_classification(n_samples=100_000, random_state=0)
+    s = GaussianNB().fit(X, y).predict_proba(X)[:, 1]
+    K = 5
+    cv = CrossVennAbers().fit(s, y, fold_ids(len(s), K, random_state=0))
+    T = np.repeat(s[:, None], K, axis=1)
+    q0, q1 = cv.predict_fold_intervals(T)
+    paper_lo, paper_hi = 1 - np.exp(np.log1p(-q0).mean(1)), np.exp(np.log(q1).mean(1))
+    assert (paper_lo > paper_hi).mean() > 0.01          # the old report was inverted here
+    lo, hi = cv.predict_interval(T)
+    for merge in ("log", "brier"):
+        p = cv.predict_proba(T, merge=merge)
+        assert np.all((lo <= p) & (p <= hi))
+    assert np.mean(hi - lo) < 2 * np.mean(q1 - q0)       # about as wide as the IVAPs, not the folds' spread
 
 
 def test_merge_intervals_reduces_to_ivap_for_one_fold():
@@ -236,14 +346,134 @@ def test_predict_bad_input():
     assert va.predict_interval([])[0].shape == (0,)
 
 
-@pytest.mark.parametrize("n_splits, message", [(1, "at least 2"), (0, "at least 2"), (2.0, "integer"),
-                                               (21, r"cannot exceed the number of samples \(20\)")])
-def test_bad_n_splits(n_splits, message):
-    with pytest.raises(ValueError, match=f"`n_splits`.*{message}|{message}"):
+@pytest.mark.parametrize("n_splits, error, message", [
+    (1, ValueError, "at least 2"), (0, ValueError, "at least 2"), (2.0, TypeError, "must be an integer"),
+    (21, ValueError, r"cannot exceed the number of samples \(20\)")])
+def test_bad_n_splits(n_splits, error, message):
+    with pytest.raises(error, match=f"`n_splits`.*{message}"):
         fold_ids(20, n_splits)
     X = np.random.default_rng(0).normal(size=(20, 2)); y = np.arange(20) % 2
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=f"`n_splits`.*{message}"):
         VennAbersCalibrator(method="cvap", n_splits=n_splits).fit(X, y)
+
+
+@pytest.mark.parametrize("p0, p1, kwargs, error, message", [
+    ([0.6], [0.4], {}, ValueError, r"`p0` must not exceed `p1`, found p0 = 0.6 > p1 = 0.4"),
+    ([0.1], [1.5], {}, ValueError, r"`p1` must lie in \[0, 1\], found 1.5"),
+    ([-0.1], [0.5], {}, ValueError, r"`p0` must lie in \[0, 1\], found -0.1"),
+    ([np.nan], [0.5], {}, ValueError, r"`p0` must be finite"),
+    ([0.1], [np.inf], {}, ValueError, r"`p1` must be finite"),
+    ([], [], {}, ValueError, r"no intervals to merge"),
+    (np.empty((3, 0)), np.empty((3, 0)), {}, ValueError, r"no intervals to merge"),
+    (0.2, 0.3, {}, ValueError, r"`p0` and `p1` must have at least one dimension"),
+    (["a"], ["b"], {}, TypeError, r"`p0` must hold real numbers"),
+    (["0.2"], ["0.5"], {}, TypeError, r"`p0` must hold real numbers"),
+    ([0.1], [0.5, 0.6], {}, ValueError, r"shape mismatch: `p0` has \(1,\), `p1` has \(2,\)"),
+    ([0.1], [0.5], dict(axis="a"), TypeError, r"`axis` must be an integer, got 'a'"),
+    ([0.1], [0.5], dict(axis=True), TypeError, r"`axis` must be an integer"),
+    ([0.1], [0.5], dict(axis=0.0), TypeError, r"`axis` must be an integer"),
+    ([0.1], [0.5], dict(axis=1), ValueError, r"`axis` 1 is out of range"),
+    ([0.1], [0.5], dict(merge="mean"), ValueError, r"`merge` must be one of 'log', 'brier'"),
+    ([0.0, 1.0], [0.0, 1.0], {}, ValueError, r"merge='log' is undefined"),
+])
+def test_merge_intervals_bad_input(p0, p1, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        merge_intervals(p0, p1, **kwargs)
+
+
+def test_merge_intervals_empty_rows_and_numeric_objects():
+    "No rows is an empty answer (K >= 1 intervals per row); numeric object arrays are converted as NumPy would."
+    assert merge_intervals(np.empty((0, 3)), np.empty((0, 3))).shape == (0,)
+    q0, q1 = np.array([[0.2, 0.3]]), np.array([[0.4, 0.5]])
+    for merge in ("log", "brier"):
+        np.testing.assert_array_equal(merge_intervals(q0.astype(object), q1.astype(object), merge=merge),
+                                      merge_intervals(q0, q1, merge=merge))
+    assert merge_intervals(np.array([0, 0]), np.array([1, 1]))[()] == 0.5    # integer arrays
+    # a sure label in one fold, an interval elsewhere: the log merge is still defined
+    assert merge_intervals([0.0, 0.2], [0.0, 0.4])[()] == 0.0 and merge_intervals([1.0, 0.2], [1.0, 0.4])[()] == 1.0
+
+
+probability_or_junk = st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0]), st.floats(allow_nan=True))
+
+
+@given(st.lists(st.tuples(probability_or_junk, probability_or_junk), max_size=5), st.sampled_from(["log", "brier"]))
+def test_merge_intervals_raises_or_answers_exactly(pairs, merge):
+    "Any input either raises a ValueError naming the problem, or gets the merge of its valid intervals (60 digits)."
+    q0, q1 = np.array([a for a, _ in pairs]), np.array([b for _, b in pairs])
+    valid = len(pairs) > 0 and all(0 <= a <= b <= 1 for a, b in pairs)
+    undefined = merge == "log" and valid and q1.min() == 0 and q0.max() == 1
+    if not valid or undefined:
+        with pytest.raises(ValueError, match="`p0`|`p1`|merge='log' is undefined"):
+            merge_intervals(q0, q1, merge=merge)
+        return
+    got = merge_intervals(q0, q1, merge=merge)
+    mpmath.mp.dps = 60
+    r0, r1 = [mpmath.mpf(float(v)) for v in q0], [mpmath.mpf(float(v)) for v in q1]
+    if merge == "brier":
+        ref = mpmath.fsum(b + a ** 2 / 2 - b ** 2 / 2 for a, b in zip(r0, r1)) / len(pairs)
+    else:
+        gm = lambda v: mpmath.exp(mpmath.fsum(mpmath.log(x) for x in v) / len(v)) if min(v) > 0 else mpmath.mpf(0)
+        a, b = gm(r1), gm([1 - x for x in r0])
+        ref = a / (a + b)
+    assert 0 <= got <= 1 and abs(got - float(ref)) <= 1e-12
+
+
+n_or_junk = st.one_of(st.integers(-3, 40), st.floats(allow_nan=True), st.booleans(), st.text(max_size=2),
+                      st.sampled_from([np.int32(12), np.int64(7), np.float64(9.0), np.bool_(True)]))
+
+
+@given(n_or_junk, n_or_junk)
+def test_fold_ids_raises_or_makes_near_equal_folds(n, n_splits):
+    "Integers (NumPy's too) with 2 <= n_splits <= n give folds of sizes as np.array_split's; anything else raises."
+    is_int = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+    if not (is_int(n) and is_int(n_splits) and 2 <= n_splits <= n):
+        with pytest.raises((TypeError, ValueError), match="`n`|`n_splits`"):
+            fold_ids(n, n_splits, random_state=0)
+        return
+    ids = fold_ids(n, n_splits, random_state=0)
+    sizes = sorted(len(part) for part in np.array_split(np.arange(n), n_splits))
+    assert ids.shape == (n,) and sorted(np.bincount(ids, minlength=n_splits)) == sizes
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((np.nan, 3), {}, TypeError, r"`n` must be an integer"),
+    ((10.9, 3), {}, TypeError, r"`n` must be an integer"),
+    ((10.0, 3), {}, TypeError, r"`n` must be an integer"),
+    ((True, 1), {}, TypeError, r"`n` must be an integer"),
+    (("10", 3), {}, TypeError, r"`n` must be an integer"),
+    ((-1, 2), {}, ValueError, r"`n` must be non-negative"),
+    ((10, 3.5), {}, TypeError, r"`n_splits` must be an integer"),
+    ((10, True), {}, TypeError, r"`n_splits` must be an integer"),
+    ((10, 1), {}, ValueError, r"`n_splits` must be at least 2"),
+    ((10, 11), {}, ValueError, r"`n_splits` \(11\) cannot exceed the number of samples \(10\)"),
+    ((10, 3), dict(shuffle="no"), TypeError, r"`shuffle` must be True or False"),
+    ((10, 3), dict(random_state="a"), TypeError, r"`random_state`"),
+    ((10, 3), dict(random_state=-1), ValueError, r"`random_state`"),
+])
+def test_fold_ids_bad_input(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        fold_ids(*args, **kwargs)
+
+
+def test_fold_ids_accepts_numpy_integers():
+    np.testing.assert_array_equal(fold_ids(np.int32(10), np.int64(3), shuffle=np.bool_(False)),
+                                  fold_ids(10, 3, shuffle=False))
+
+
+def test_ivap_numeric_object_arrays_are_converted():
+    s, y, t = np.array([0.1, 0.5, 0.7, 0.2]), np.array([0, 1, 1, 0]), np.array([0.3, 0.6])
+    ref = VennAbers().fit(s, y).predict_interval(t)
+    got = VennAbers().fit(s.astype(object), y.astype(object)).predict_interval(t.astype(object))
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_cvap_numeric_object_arrays_are_converted():
+    s, y, f = np.arange(6.0), np.array([0, 1] * 3), np.array([0, 1] * 3)
+    T = np.array([[1.0, 2.5], [0.5, 7.0]])
+    ref = CrossVennAbers().fit(s, y, f)
+    got = CrossVennAbers().fit(s, y, f.astype(object))
+    np.testing.assert_array_equal(got.predict_interval(T.astype(object)), ref.predict_interval(T))
+    np.testing.assert_array_equal(got.predict_fold_intervals(T.astype(object)), ref.predict_fold_intervals(T))
 
 
 def test_cvap_bad_input():
@@ -253,9 +483,16 @@ def test_cvap_bad_input():
         CrossVennAbers().fit([0.1, 0.2, 0.3], [0, 1, 0], [0, 2, 2])
     with pytest.raises(TypeError, match="`folds` must be a 1-D array of integers"):
         CrossVennAbers().fit([0.1, 0.2], [0, 1], [0.0, 1.0])
+    with pytest.raises(TypeError, match="`folds` must be a 1-D array of integers"):
+        CrossVennAbers().fit([0.1, 0.2], [0, 1], np.array([0, "1"], dtype=object))
     cv = CrossVennAbers().fit([0.1, 0.2, 0.3, 0.4], [0, 1, 0, 1], [0, 1, 0, 1])
-    with pytest.raises(ValueError, match=r"`scores` must have shape \(m, 2\)"):
-        cv.predict_interval([0.1, 0.2])
+    for method in (cv.predict_interval, cv.predict_fold_intervals, cv.predict_proba):
+        with pytest.raises(ValueError, match=r"`scores` must have shape \(m, 2\)"):
+            method([0.1, 0.2])
+        with pytest.raises(ValueError, match=r"`scores` must be finite \(no NaN or inf\), found nan at index \(0, 1\)"):
+            method([[0.1, np.nan]])
+        with pytest.raises(TypeError, match=r"`scores` must hold real numbers"):
+            method([["a", "b"]])
 
 
 # ---------------------------------------------------------------- scikit-learn calibrator
@@ -330,7 +567,11 @@ def test_calibrator_cvap_equals_crossvennabers_of_its_models():
     p1 = np.column_stack([c[0].predict_interval(S[:, j])[1] for j, c in enumerate(cal.calibrators_)])
     np.testing.assert_allclose(cal.predict_proba(Xt)[:, 1], merge_intervals(p0, p1, merge="brier"), rtol=1e-14)
     lo, hi = cal.predict_interval(Xt)
-    assert np.all(lo <= hi)
+    assert lo.shape == hi.shape == (60,)
+    np.testing.assert_allclose(np.array([lo, hi]), reference_cvap_interval(p0, p1), rtol=0, atol=1e-12)
+    for merge in ("log", "brier"):
+        p = cal.set_params(merge=merge).predict_proba(Xt)[:, 1]
+        assert np.all((lo <= p) & (p <= hi))
 
 
 def test_calibrator_string_labels_and_fit_params_pass_through():
@@ -390,7 +631,7 @@ def test_calibrator_multiclass(multiclass, method):
 
 
 def test_pairwise_coupling_recovers_consistent_probabilities():
-    from isocal.venn_abers import _couple_pairwise
+    from isocal.calibration import _couple_pairwise
     p = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
     r = p[:, :, None] / (p[:, :, None] + p[:, None, :])
     np.testing.assert_allclose(_couple_pairwise(r), p, rtol=1e-12)
@@ -411,6 +652,127 @@ def test_calibrator_bad_input():
         VennAbersCalibrator().predict_proba(X)
 
 
+@pytest.mark.parametrize("params, fit_kwargs, error, message", [
+    ({}, dict(sample_weight=np.r_[-1.0, np.ones(39)]), ValueError, r"`sample_weight` must be non-negative"),
+    ({}, dict(sample_weight=np.zeros(40)), ValueError, r"`sample_weight` is zero everywhere"),
+    (dict(prefit="yes"), {}, TypeError, r"`prefit` must be True or False"),
+    (dict(shuffle="no"), {}, TypeError, r"`shuffle` must be True or False"),
+    (dict(random_state="a"), {}, ValueError, r"`random_state`"),
+    (dict(random_state=-1), {}, ValueError, r"`random_state`"),
+    (dict(estimator=5), {}, TypeError, r"`estimator` must be a classifier"),
+    (dict(estimator="linreg"), {}, TypeError, r"`estimator` must be a classifier"),
+    (dict(estimator="unfitted", prefit=True), {}, ValueError, r"`estimator` is not fitted"),
+    (dict(estimator="class"), {}, TypeError, r"`estimator` must be an instance such as GaussianNB\(\)"),
+    (dict(prefit=True), {}, ValueError, r"`prefit=True` needs a fitted `estimator`"),
+    (dict(cal_size=True), {}, TypeError, r"`cal_size` must be a float in \(0, 1\) or an integer"),
+    (dict(cal_size="0.2"), {}, TypeError, r"`cal_size` must be a float in \(0, 1\) or an integer"),
+    (dict(cal_size=0), {}, ValueError, r"`cal_size`"),
+    (dict(method="cvap", cal_size=7.0), {}, ValueError, r"`cal_size`"),
+    (dict(method="ivap", n_splits="x"), {}, TypeError, r"`n_splits` must be an integer"),
+    (dict(method="ivap", n_splits=1), {}, ValueError, r"`n_splits` must be at least 2"),
+    (dict(merge=None), {}, ValueError, r"`merge` must be one of"),
+    (dict(multiclass="ovo"), {}, ValueError, r"`multiclass` must be one of"),
+])
+def test_calibrator_bad_options(params, fit_kwargs, error, message):
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.naive_bayes import GaussianNB
+    params = dict(params)
+    params["estimator"] = {"linreg": LinearRegression(), "unfitted": LogisticRegression(), "class": GaussianNB}.get(
+        params.get("estimator"), params.get("estimator"))
+    X, y = binary_data(40)
+    with pytest.raises(error, match=message):
+        VennAbersCalibrator(**params).fit(X, y, **fit_kwargs)
+
+
+@settings(max_examples=20)
+@given(st.lists(st.sampled_from([-2.5, -1e-300, 0.0, 0.5, 1.0, 3.0]), min_size=60, max_size=60))
+def test_calibrator_weights_negative_raise_zero_leave_rows_out(weights):
+    "Negative weights raise naming `sample_weight`; otherwise the fit is the fit on the rows of positive weight."
+    X, y = binary_data(60, seed=12)
+    w = np.array(weights)
+    cal = VennAbersCalibrator(method="cvap", n_splits=2, random_state=0)
+    keep = w > 0
+    if (w < 0).any():
+        with pytest.raises(ValueError, match="`sample_weight` must be non-negative"):
+            cal.fit(X, y, sample_weight=w)
+        return
+    if not keep.any():
+        with pytest.raises(ValueError, match="`sample_weight` is zero everywhere"):
+            cal.fit(X, y, sample_weight=w)
+        return
+    assume(np.bincount(y[keep], minlength=2).min() >= 2)
+    got = cal.fit(X, y, sample_weight=w).predict_proba(X)
+    ref = VennAbersCalibrator(method="cvap", n_splits=2, random_state=0).fit(X[keep], y[keep], sample_weight=w[keep])
+    np.testing.assert_array_equal(got, ref.predict_proba(X))
+
+
+def test_calibrator_accepts_numpy_scalar_options():
+    X, y = binary_data(100)
+    a = VennAbersCalibrator(cal_size=np.float32(0.25), random_state=np.int64(0), shuffle=np.bool_(True)).fit(X, y)
+    b = VennAbersCalibrator(cal_size=0.25, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_calibrator_zero_weights_leave_rows_out():
+    X, y = binary_data(200)
+    w = np.where(np.arange(200) % 4 == 0, 0.0, 1.0)
+    a = VennAbersCalibrator(random_state=0).fit(X, y, sample_weight=w)
+    assert a.calibrators_[0][0].n_samples_ == 30   # 20% of the 150 rows of positive weight
+
+
+def test_calibrator_numeric_object_X_is_converted():
+    X, y = binary_data(100)
+    a = VennAbersCalibrator(random_state=0).fit(X.astype(object), y)
+    b = VennAbersCalibrator(random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X.astype(object)), b.predict_proba(X))
+
+
+# ---------------------------------------------------------------- module layout, tags, sparse input
+
+def test_calibrator_is_an_ordinary_class_of_isocal_calibration():
+    import inspect
+
+    import isocal.calibration
+    import isocal.venn_abers
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    cls = isocal.calibration.VennAbersCalibrator
+    assert cls.__module__ == "isocal.calibration" and cls.__bases__ == (ClassifierMixin, BaseEstimator)
+    assert "class VennAbersCalibrator(ClassifierMixin, BaseEstimator):" in inspect.getsource(isocal.calibration)
+    assert {"fit", "predict_proba", "predict_interval", "predict", "__sklearn_tags__"} <= set(vars(cls))
+    assert isocal.venn_abers.VennAbersCalibrator is cls       # the lazy re-export
+    assert not hasattr(isocal.venn_abers, "_calibrator_class")
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        isocal.venn_abers.Nope
+
+
+def test_import_venn_abers_does_not_import_scikit_learn():
+    code = ("import sys, isocal.venn_abers; print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn'})); "
+            "from isocal.venn_abers import VennAbersCalibrator; print(VennAbersCalibrator.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["[]", "isocal.calibration"]
+
+
+@pytest.mark.parametrize("estimator", ["GaussianNB", "LogisticRegression", None])
+def test_sparse_tag_follows_the_estimator(estimator):
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.naive_bayes import GaussianNB
+    from sklearn.utils import get_tags
+    from sklearn.utils.estimator_checks import check_estimator_sparse_tag
+    est = {"GaussianNB": GaussianNB(), "LogisticRegression": LogisticRegression(), None: None}[estimator]
+    cal = VennAbersCalibrator(est)
+    check_estimator_sparse_tag("VennAbersCalibrator", cal)
+    assert get_tags(cal).input_tags.sparse == get_tags(est or LogisticRegression()).input_tags.sparse
+    X, y = binary_data(60)
+    if estimator == "GaussianNB":
+        with pytest.raises(TypeError, match="Sparse data was passed for X, but dense data is required"):
+            cal.fit(sp.csr_matrix(X), y)
+    else:
+        dense = VennAbersCalibrator(est, random_state=0).fit(X, y).predict_proba(X)
+        np.testing.assert_allclose(VennAbersCalibrator(est, random_state=0).fit(sp.csr_matrix(X), y)
+                                   .predict_proba(sp.csr_matrix(X)), dense, rtol=1e-10)
+
+
 # Checks that genuinely do not apply: the calibrator splits the rows at random into proper training and calibration
 # sets, so a row repeated twice is not the same as a row of weight 2 (the split sees two rows); the calibration
 # itself is the unweighted IVAP of the paper.
@@ -421,13 +783,18 @@ NOT_APPLICABLE = {
 }
 
 
-def test_check_estimator():
+@pytest.mark.parametrize("estimator", [None, "GaussianNB"])
+def test_check_estimator(estimator):
+    from sklearn.naive_bayes import GaussianNB
     from sklearn.utils.estimator_checks import check_estimator
-    results = check_estimator(VennAbersCalibrator(), on_fail=None, expected_failed_checks=NOT_APPLICABLE)
+    est = GaussianNB() if estimator else None
+    results = check_estimator(VennAbersCalibrator(est), on_fail=None, expected_failed_checks=NOT_APPLICABLE)
     failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
     assert failed == []
     xfailed = {r["check_name"] for r in results if r["status"] == "xfail"}
-    assert xfailed == set(NOT_APPLICABLE)   # they do fail, for the reason given
+    # they do fail, for the reason given (naive Bayes takes no sparse input, so its sparse check does not run)
+    expected = set(NOT_APPLICABLE) - ({"check_sample_weight_equivalence_on_sparse_data"} if estimator else set())
+    assert xfailed == expected
     assert sum(r["status"] == "passed" for r in results) > 40
 
 
