@@ -5,6 +5,8 @@
 # %% ../nbs/11_distributed.ipynb #b8fff731
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .core import check_choice, check_increasing, not_finite_error
@@ -181,6 +183,31 @@ def _first_unsorted(x, k):
     bad = np.flatnonzero((x[1:] < x[:-1]) | ((x[1:] == x[:-1]) & (k[1:] < k[:-1])))
     return int(bad[0]) + 1 if bad.size else -1
 
+def _magnitudes(a):
+    "(largest |a|, smallest non-zero |a|) of a finite array; (0, inf) if all zero or empty."
+    m = np.abs(a)
+    nonzero = m[m > 0]
+    return (float(m.max()), float(nonzero.min())) if nonzero.size else (0.0, np.inf)
+
+_SAFE_EXP = 1000      # sums below 2**1000, products above 2**-1000: far from overflow and from subnormals
+
+def _weight_exponent(reports, weighted):
+    """The k for which weights·2^k keep every sum of w·y and of w, and every product w·y, in the safe range (the rule of
+    `isocal.pava.isotonic_regression`), from the partitions' magnitude reports; 0 when no scaling is needed."""
+    ymax = max(r['y_range'][0] for r in reports)
+    ymin = min(r['y_range'][1] for r in reports)
+    wmax, wmin = 1.0, 1.0
+    if weighted:
+        wmax = max(r['w_range'][0] for r in reports)
+        wmin = min(r['w_range'][1] for r in reports)
+    if ymax == 0.0: ymax = ymin = 1.0                          # all targets 0: only the weight sums matter
+    n = sum(r['n']['x'] for r in reports)
+    hi = math.floor(_SAFE_EXP - math.log2(wmax) - math.log2(n) - max(math.log2(ymax), 0.0))
+    lw, ly = math.log2(wmin), math.log2(ymin)
+    lo = math.ceil(max(-_SAFE_EXP - lw - ly, (-_SAFE_EXP - 2.0 * lw - ly) / 2.0))
+    if lo <= 0 <= hi: return 0
+    return hi if hi < 0 or lo > hi else lo
+
 def _piece_report(x, y, w, loss, tie_key):
     """The few numbers the client needs to validate one partition (runs on a worker). `tie_key` None: not presorted;
     else the data must be sorted by (x, tie_key * y)."""
@@ -188,11 +215,13 @@ def _piece_report(x, y, w, loss, tie_key):
     x, y = _as_values(x), _as_values(y)
     rep = {'n': {'x': x.shape[0], 'y': y.shape[0]}, 'x': int(_first_nonfinite(x)), 'y': int(_first_nonfinite(y))}
     rep['bad'] = {k: (rep[k], float(a[rep[k]])) for k, a in (('x', x), ('y', y)) if rep[k] >= 0}
+    rep['y_range'] = _magnitudes(y) if 'y' not in rep['bad'] else (0.0, np.inf)
     if w is not None:
         w = _as_values(w)
         rep['n']['weights'] = w.shape[0]
         bad, rep['total'] = _scan_weights(w)
         if bad >= 0: rep['bad']['weights'] = (int(bad), float(w[bad]))
+        else: rep['w_range'] = _magnitudes(w)
     if loss is not None and 'y' not in rep['bad']:
         outside = np.flatnonzero(~np.asarray(loss.in_domain(y), bool))
         if outside.size: rep['domain'] = (int(outside[0]), float(y[outside[0]]))
@@ -244,12 +273,20 @@ def _frame(x, y, w):
     if w is not None: cols['w'] = _as_values(w)
     return pd.DataFrame(cols)
 
-def _frame_summary(df, sign, primary):
-    w = df['w'].to_numpy(np.float64) if 'w' in df.columns else None
-    return _partition_summary(df['x'].to_numpy(np.float64), df['y'].to_numpy(np.float64), w, sign, primary)
+def _scaled_weights(w, n, k):
+    "The weights times 2^k (unit weights: None if k = 0, else n copies of 2^k)."
+    if w is None: return None if k == 0 else np.full(n, math.ldexp(1.0, k))
+    return np.ldexp(w, k) if k else w
 
-def _piece_summary(x, y, w, sign, primary):
-    return _partition_summary(_as_values(x), _as_values(y), None if w is None else _as_values(w), sign, primary)
+def _frame_summary(df, sign, primary, k):
+    w = df['w'].to_numpy(np.float64) if 'w' in df.columns else None
+    return _partition_summary(df['x'].to_numpy(np.float64), df['y'].to_numpy(np.float64),
+                              _scaled_weights(w, len(df), k), sign, primary)
+
+def _piece_summary(x, y, w, sign, primary, k):
+    x = _as_values(x)
+    return _partition_summary(x, _as_values(y), _scaled_weights(None if w is None else _as_values(w), x.shape[0], k),
+                              sign, primary)
 
 def _weighted_mean_loss(loss):
     "None for the squared loss, the `isocal.convex` loss if its block minimiser is the weighted mean, else an error."
@@ -262,12 +299,12 @@ def _weighted_mean_loss(loss):
                                   f"not {loss}")
     return loss
 
-def _plan(pieces, sign, presorted, shuffle_method=None, primary=False):
-    "The Delayed (x_lo, x_hi, levels) of the fit of the validated per-partition pieces."
+def _plan(pieces, sign, presorted, shuffle_method=None, primary=False, k=0):
+    "The Delayed (x_lo, x_hi, levels) of the fit of the validated per-partition pieces, weights scaled by 2^k."
     from dask import delayed
     xs, ys, ws = pieces['x'], pieces['y'], pieces.get('weights', [None] * len(pieces['x']))
     if presorted:
-        summaries = [delayed(_piece_summary)(x, y, w, sign, primary) for x, y, w in zip(xs, ys, ws)]
+        summaries = [delayed(_piece_summary)(x, y, w, sign, primary, k) for x, y, w in zip(xs, ys, ws)]
     else:
         import dask.dataframe as dd
         meta = _frame(np.empty(0), np.empty(0), None if ws[0] is None else np.empty(0))
@@ -275,7 +312,7 @@ def _plan(pieces, sign, presorted, shuffle_method=None, primary=False):
                              verify_meta=False)
         by, ascending = (['x', 'y'], [True, sign > 0]) if primary else ('x', True)
         df = df.sort_values(by, ascending=ascending, shuffle_method=shuffle_method)
-        summaries = [delayed(_frame_summary)(part, sign, primary) for part in df.to_delayed()]
+        summaries = [delayed(_frame_summary)(part, sign, primary, k) for part in df.to_delayed()]
     merge = delayed(_merge_summaries)
     return delayed(_final_blocks)(_tree_reduce(summaries, lambda a, b: merge(a, b, sign)), sign)
 
@@ -291,14 +328,15 @@ def _merge_rounding_splits(lo, hi, levels, ulps=4):
     return lo[first], hi[last], levels[first]
 
 def _validated_pieces(x, y, weights, loss, tie_key):
-    "Per-partition pieces of the columns, after one cheap parallel pass has validated them (errors name the argument)."
+    """(per-partition pieces of the columns, the weights' safe exponent k), after one cheap parallel pass has validated
+    them (errors name the argument) and measured their magnitudes."""
     import dask
     pieces = _aligned_pieces(x=x, y=y, weights=weights)
     ws = pieces.get('weights', [None] * len(pieces['x']))
     check = dask.delayed(_piece_report, pure=True)
     reports = dask.compute(*[check(a, b, c, loss, tie_key) for a, b, c in zip(pieces['x'], pieces['y'], ws)])
     _raise_for(list(reports), loss, tie_key)
-    return pieces
+    return pieces, _weight_exponent(reports, weights is not None)
 
 def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str = 'secondary', loss='squared',
                       interpolation: str = 'step', out_of_bounds: str = 'clip', presorted: bool = False,
@@ -310,7 +348,7 @@ def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str 
     x, y : dask arrays (shape (n,) or (n, 1)) or dask DataFrame columns
         Finite scores and targets, partitioned alike (same chunks, or columns of one DataFrame).
     weights : dask array or column, optional
-        Finite, non-negative, not all zero, partitioned like `x`.
+        Finite, non-negative, not all zero, partitioned like `x`; any magnitude (scaled by a power of two inside).
     increasing : bool
         False fits a non-increasing staircase.
     ties : {"primary", "secondary", "tertiary"}
@@ -335,10 +373,11 @@ def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str 
     check_choice(interpolation, 'interpolation', ('step', 'linear'))
     check_choice(out_of_bounds, 'out_of_bounds', tuple(_OOB))
     if not isinstance(presorted, (bool, np.bool_)): raise TypeError(f"`presorted` must be True or False, got {presorted!r}")
+    if shuffle_method is not None: check_choice(shuffle_method, 'shuffle_method', ('tasks', 'p2p', 'disk'))
     loss = _weighted_mean_loss(loss)
     primary = ties == 'primary'
-    pieces = _validated_pieces(x, y, weights, loss, (sign if primary else 0.0) if presorted else None)
-    lo, hi, levels = _merge_rounding_splits(*_plan(pieces, sign, bool(presorted), shuffle_method, primary).compute())
+    pieces, k = _validated_pieces(x, y, weights, loss, (sign if primary else 0.0) if presorted else None)
+    lo, hi, levels = _merge_rounding_splits(*_plan(pieces, sign, bool(presorted), shuffle_method, primary, k).compute())
     return Staircase(lo, hi, levels, increasing=sign > 0, interpolation=interpolation, out_of_bounds=out_of_bounds)
 
 # %% ../nbs/11_distributed.ipynb #f10f012c

@@ -5,6 +5,7 @@
 # %% ../nbs/08_metrics.ipynb #e001d0c3
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
@@ -87,8 +88,48 @@ def _binary_inputs(y_true, p, sample_weight, p_name: str = "p"):
     return y, p, check_weights(sample_weight, len(y), "sample_weight")
 
 
+def _check_real(value, name: str) -> float:
+    """A real-number option as a float, or a `TypeError` naming it (never Python's own conversion error).
+
+    Parameters
+    ----------
+    value : object
+        The option as the user passed it; booleans are refused.
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    float
+        The value (range checks are the caller's).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` must be a real number, got {value!r}")
+    return float(value)
+
+
+def _unit_scale(w: np.ndarray) -> np.ndarray:
+    """`w` times the power of two that puts its largest entry in [1/2, 1).
+
+    Exact (a power of two only changes exponents), so every ratio of weights is unchanged, while sums of weights or
+    of weighted values can no longer overflow (weights near 1e308) or lose digits as subnormals (weights near 1e-320).
+
+    Parameters
+    ----------
+    w : numpy.ndarray
+        Non-negative weights with a positive maximum.
+
+    Returns
+    -------
+    numpy.ndarray
+        The scaled weights.
+    """
+    return np.ldexp(w, -np.frexp(w.max())[1])
+
+
 def _weighted_mean(values: np.ndarray, w: np.ndarray | None) -> float:
-    """Mean of `values` weighted by `w`; samples of weight zero are left out entirely.
+    """Mean of `values` weighted by `w`; samples of weight zero are left out entirely, and the weights are scaled by a
+    power of two first (`_unit_scale`), so any common factor of the weights leaves the result unchanged.
 
     Parameters
     ----------
@@ -106,7 +147,8 @@ def _weighted_mean(values: np.ndarray, w: np.ndarray | None) -> float:
         return float(values.mean())
     # Dropping zero weights keeps 0 * inf (a confident mistake nobody cares about) from turning the mean into NaN.
     keep = w > 0
-    return float(np.dot(w[keep], values[keep]) / w[keep].sum())
+    w = _unit_scale(w[keep])
+    return float(np.dot(w, values[keep]) / w.sum())
 
 # %% ../nbs/08_metrics.ipynb #9c025b5f
 def log_loss(y_true, p, *, sample_weight=None, base: float = 2.0, eps: float = 0.0) -> float:
@@ -132,16 +174,16 @@ def log_loss(y_true, p, *, sample_weight=None, base: float = 2.0, eps: float = 0
         The weighted mean of `-log_base(probability given to the observed label)`.
     """
     y, p, w = _binary_inputs(y_true, p, sample_weight)
-    base = float(base)
+    base, eps = _check_real(base, "base"), _check_real(eps, "eps")
     if not (np.isfinite(base) and base > 0 and base != 1):
         raise ValueError(f"`base` must be a positive number other than 1, got {base}")
     if not 0.0 <= eps < 0.5:
         raise ValueError(f"`eps` must lie in [0, 0.5), got {eps}")
     if eps:
         p = np.clip(p, eps, 1.0 - eps)
-    p_observed = np.where(y == 1.0, p, 1.0 - p)
     with np.errstate(divide="ignore"):
-        nats = -np.log(p_observed)
+        # log1p(-p), not log(1 - p): 1 - p rounds to 1 for p < 1.1e-16 and loses digits below 1/2
+        nats = np.where(y == 1.0, -np.log(p), -np.log1p(-p))
     return _weighted_mean(nats, w) / np.log(base)
 
 # %% ../nbs/08_metrics.ipynb #95f4e996
@@ -233,7 +275,10 @@ def _bin_index(p: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
 
 
 def _bin_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None, n_bins: int, strategy: str):
-    """Per-bin totals of weight, weighted probability, weighted labels, and sample counts.
+    """Per-bin totals of weight, weighted probability, weighted labels, weighted gap, squared weight, and counts.
+
+    Each bin's weights are scaled by the power of two that puts its largest weight in [1/2, 1) (exact): the bin's
+    ratios are unchanged, and no bin's sums overflow or lose digits to underflow, whatever the other bins hold.
 
     Parameters
     ----------
@@ -248,23 +293,31 @@ def _bin_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None, n_bins: int, s
 
     Returns
     -------
-    tuple of numpy.ndarray
-        `(weight, sum_wp, sum_wy, count)`, each of length `n_bins`.
+    dict of numpy.ndarray
+        `weight`, `sum_wp`, `sum_wy`, `sum_wgap` (of w·(y − p)), `sum_w2` (in each bin's scaled units), `exponent`
+        (a bin's true sums are its scaled sums times 2**exponent, squared ones times 4**exponent) and `count`, each
+        of length `n_bins`.
     """
     idx = _bin_index(p, n_bins, strategy)
-    w = np.ones_like(p) if w is None else w
-    weight = np.bincount(idx, weights=w, minlength=n_bins)
-    sum_wp = np.bincount(idx, weights=w * p, minlength=n_bins)
-    sum_wy = np.bincount(idx, weights=w * y, minlength=n_bins)
-    count = np.bincount(idx, minlength=n_bins)
-    return weight, sum_wp, sum_wy, count
+    exponent = np.zeros(n_bins, dtype=np.int64)
+    if w is None:
+        w = np.ones_like(p)
+    else:
+        top = np.zeros(n_bins)
+        np.maximum.at(top, idx, w)
+        exponent = np.frexp(top)[1].astype(np.int64)
+        w = np.ldexp(w, -exponent[idx])
+    sums = {name: np.bincount(idx, weights=v, minlength=n_bins)
+            for name, v in (("weight", w), ("sum_wp", w * p), ("sum_wy", w * y), ("sum_wgap", w * (y - p)),
+                            ("sum_w2", w * w))}
+    return dict(sums, exponent=exponent, count=np.bincount(idx, minlength=n_bins))
 
 
 def _curve(y, p, w, n_bins, strategy):
     """Reliability curve of validated arrays (see `reliability_curve`)."""
-    weight, sum_wp, sum_wy, count = _bin_sums(y, p, w, _check_n_bins(n_bins), check_choice(strategy, "strategy", STRATEGIES))
-    used = weight > 0
-    return sum_wp[used] / weight[used], sum_wy[used] / weight[used], count[used]
+    s = _bin_sums(y, p, w, _check_n_bins(n_bins), check_choice(strategy, "strategy", STRATEGIES))
+    used = s["weight"] > 0
+    return s["sum_wp"][used] / s["weight"][used], s["sum_wy"][used] / s["weight"][used], s["count"][used]
 
 # %% ../nbs/08_metrics.ipynb #f5d8a08c
 def reliability_curve(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None):
@@ -320,8 +373,10 @@ def expected_calibration_error(y_true, p, *, n_bins: int = 10, strategy: str = "
     """
     y, p, w = _binary_inputs(y_true, p, sample_weight)
     n_bins = _check_n_bins(n_bins)
-    weight, sum_wp, sum_wy, _ = _bin_sums(y, p, w, n_bins, check_choice(strategy, "strategy", STRATEGIES))
-    return float(np.abs(sum_wy - sum_wp).sum() / weight.sum())
+    s = _bin_sums(y, p, w, n_bins, check_choice(strategy, "strategy", STRATEGIES))
+    used = s["weight"] > 0
+    shift = s["exponent"][used] - s["exponent"][used].max()       # each bin's weights relative to the heaviest bin's
+    return float(np.ldexp(np.abs(s["sum_wgap"][used]), shift).sum() / np.ldexp(s["weight"][used], shift).sum())
 
 # %% ../nbs/08_metrics.ipynb #7decc248
 def _check_probs(probs, n_bins, strategy) -> dict:
@@ -391,7 +446,16 @@ def _wilson(freq, n, level):
     denom = 1.0 + z * z / n
     centre = (freq + z * z / (2 * n)) / denom
     half = z / denom * np.sqrt(freq * (1 - freq) / n + z * z / (4 * n * n))
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    lower = freq * freq / denom / (centre + half)      # = centre − half without its cancellation
+    return np.clip(lower, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def _check_level(level, name: str) -> float:
+    "A confidence level in (0, 1) as a float, or an error naming the argument the user passed."
+    level = _check_real(level, name)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"`{name}` must lie in (0, 1), got {level!r}")
+    return level
 
 
 def reliability_band(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", level: float = 0.95,
@@ -410,20 +474,14 @@ def reliability_band(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", 
     mean_predicted, observed_frequency, lower, upper : numpy.ndarray
         Per non-empty bin: the curve and the interval around the observed frequency.
     """
-    if not (isinstance(level, (int, float, np.floating)) and 0.0 < level < 1.0):
-        raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
+    level = _check_level(level, "level")
     y, p, w = _binary_inputs(y_true, p, sample_weight)
-    n_bins = _check_n_bins(n_bins)
-    idx = _bin_index(p, n_bins, check_choice(strategy, "strategy", STRATEGIES))
-    mean_p, freq, count = _curve(y, p, w, n_bins, strategy)
-    if w is None:
-        n_eff = count.astype(float)
-    else:
-        sw = np.bincount(idx, weights=w, minlength=n_bins)
-        sw2 = np.bincount(idx, weights=w * w, minlength=n_bins)
-        used = sw > 0
-        n_eff = sw[used] ** 2 / sw2[used]
-    lo, hi = _wilson(freq, n_eff, float(level))
+    s = _bin_sums(y, p, w, _check_n_bins(n_bins), check_choice(strategy, "strategy", STRATEGIES))
+    used = s["weight"] > 0
+    weight = s["weight"][used]
+    mean_p, freq = s["sum_wp"][used] / weight, s["sum_wy"][used] / weight
+    n_eff = s["count"][used].astype(float) if w is None else weight * weight / s["sum_w2"][used]   # scaled: no overflow
+    lo, hi = _wilson(freq, n_eff, level)
     return mean_p, freq, lo, hi
 
 # %% ../nbs/08_metrics.ipynb #0ea307cb
@@ -454,6 +512,9 @@ def reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy: str = "uni
         The axes with the curves (bands are `ax.collections`); the histogram inset is `ax.child_axes[0]`.
     """
     probs = _check_probs(probs, n_bins, strategy)
+    level = None if confidence is None else _check_level(confidence, "confidence")
+    if ax is not None and not (hasattr(ax, "plot") and hasattr(ax, "inset_axes")):
+        raise TypeError(f"`ax` must be a matplotlib Axes, got {type(ax).__name__}")
     y = _check_labels(y_true)
     if ax is None:
         import matplotlib.pyplot as plt  # lazily: importing matplotlib would double the import time of isocal.metrics
@@ -466,8 +527,8 @@ def reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy: str = "uni
         y, p, _ = _binary_inputs(y, p, None, p_name=f"probs[{name!r}]")
         mean_p, freq, _ = _curve(y, p, None, n_bins, strategy)
         (line,) = ax.plot(mean_p, freq, marker="o", markersize=4, label=str(name))
-        if confidence is not None:
-            _, _, lo, hi = reliability_band(y, p, n_bins=n_bins, strategy=strategy, level=confidence)
+        if level is not None:
+            _, _, lo, hi = reliability_band(y, p, n_bins=n_bins, strategy=strategy, level=level)
             ax.fill_between(mean_p, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
         hist.hist(p, bins=20, range=(0, 1), histtype="step", color=line.get_color())
     hist.set_yscale("log")

@@ -16,9 +16,9 @@ from .core import as_float_array, check_choice, check_same_length, check_weights
 from .pava import _radix_sort, _is_sorted
 
 # %% auto #0
-__all__ = ['PIO_MIN_WORK', 'BLOCKS_PER_THREAD', 'loss_matrix', 'theorem2_holds', 'ThresholdProblem', 'prepare', 'ThresholdResult',
-           'threshold_labels', 'thresholds_dp', 'thresholds_io', 'thresholds_pio', 'optimal_thresholds',
-           'empirical_risk', 'ordinal_scores', 'ThresholdLabeler']
+__all__ = ['TIE_ULPS', 'PIO_MIN_WORK', 'BLOCKS_PER_THREAD', 'loss_matrix', 'theorem2_holds', 'ThresholdProblem', 'prepare',
+           'ThresholdResult', 'threshold_labels', 'thresholds_dp', 'thresholds_io', 'thresholds_pio',
+           'optimal_thresholds', 'empirical_risk', 'ordinal_scores', 'ThresholdLabeler']
 
 # %% ../nbs/06_thresholds.ipynb #264ad95b
 _NAMED_LOSSES = ('absolute', 'squared', 'zero-one')
@@ -187,6 +187,50 @@ def prepare(a, y, n_classes: int, loss='absolute', sample_weight=None) -> Thresh
     starts = starts[:m + 1] if m == n else starts[:m + 1].copy()
     return ThresholdProblem(values, starts, labels, wsorted, L, bool(np.all(L[:-2] - 2 * L[1:-1] + L[2:] >= 0)))
 
+# %% ../nbs/06_thresholds.ipynb #1484c257
+@njit(cache=True, inline='always')
+def _two_sum(a, b):
+    "(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth's TwoSum): the rounding error of one addition."
+    s = a + b
+    v = s - a
+    return s, (a - (s - v)) + (b - v)
+
+TIE_ULPS = 16
+"Risks within `TIE_ULPS` units of rounding (2⁻⁵³) of their total mass are tied; the leftmost candidate wins."
+
+@dataclass
+class _Scaled:
+    "Kernel inputs scaled by powers of two: Σ w·ℓ = (scaled sum)·2^(exp_w + exp_L)."
+    weights: np.ndarray          # scaled weights, or an empty array for unit weights
+    L: np.ndarray                # the loss matrix · 2^−exp_L
+    exp_w: int
+    exp_L: int
+    label_weight: np.ndarray     # W_l: the scaled weight of each label
+
+def _exponent(x: float) -> int:
+    "e with x·2^−e in [1/2, 1) (0 for x = 0)."
+    return int(np.frexp(x)[1]) if x > 0 else 0
+
+def _scaled(prob) -> _Scaled:
+    """Scale the weights and the loss so that their largest entries lie in [1/2, 1): sums of products neither
+    overflow nor lose digits to underflow, and as the scaling is exact every comparison is the unscaled one."""
+    w, exp_w = _EMPTY, 0
+    if prob.weights is not None:
+        exp_w = _exponent(float(prob.weights.max()))
+        w = np.ldexp(prob.weights, -exp_w) if exp_w else prob.weights
+    exp_L = _exponent(float(prob.L.max()))
+    W = np.bincount(prob.labels, weights=w if w.shape[0] else None, minlength=prob.n_classes).astype(np.float64)
+    return _Scaled(w, np.ldexp(prob.L, -exp_L), exp_w, exp_L, W)
+
+def _io_tolerance(s: _Scaled) -> np.ndarray:
+    "τ_k = TIE_ULPS·u·Σ_l W_l·(ℓ(k, l) + ℓ(k+1, l)), per threshold k (scaled units)."
+    return TIE_ULPS * 2.0**-53 * ((s.L[:-1] + s.L[1:]) @ s.label_weight)
+
+def _dp_tolerance(s: _Scaled) -> float:
+    "τ = TIE_ULPS·u·Σ_l W_l·max_k ℓ(k, l): no DP sum exceeds that mass (scaled units)."
+    return TIE_ULPS * 2.0**-53 * float(s.L.max(axis=0) @ s.label_weight)
+
+
 # %% ../nbs/06_thresholds.ipynb #20dbefb8
 class ThresholdResult:
     """Optimal thresholds: `thresholds` (K−1 values, ±inf allowed), `risk` (the weighted mean task loss of
@@ -195,8 +239,7 @@ class ThresholdResult:
     def __init__(self, prob: ThresholdProblem, indices: np.ndarray, method: str, **extra):
         self.indices = indices
         self.thresholds = _candidates(prob.values, indices)
-        self.total_loss = _total_loss_of(prob, indices)
-        self.risk = self.total_loss / prob.total_weight
+        self.total_loss, self.risk = _total_loss_of(prob, indices)
         self.method = method
         self.ordered = bool(np.all(np.diff(indices) >= 0))
         self.__dict__.update(extra)
@@ -211,30 +254,43 @@ class ThresholdResult:
         return (f"ThresholdResult(method={self.method!r}, risk={self.risk:.6g}, ordered={self.ordered}{extra}, "
                 f"thresholds={np.array2string(self.thresholds, threshold=8, precision=4)})")
 
+def _check_thresholds(thresholds) -> np.ndarray:
+    "Thresholds as a 1-D float array: any real numbers in any order, ±inf allowed (eq. (1) is defined for all t ∈ ℝ̄^{K−1}), no NaN."
+    t = as_float_array(thresholds, 'thresholds', check_finite=False)
+    nan = np.flatnonzero(np.isnan(t))
+    if nan.size:
+        raise ValueError(f"`thresholds` must be numbers (±inf allowed), found NaN at index {nan[0]}")
+    return t
+
 def threshold_labels(u, thresholds) -> np.ndarray:
-    "h_thr(u; t) = 1 + Σ_k 1(u ≥ t_k): labels 1..K (int64) of the scores `u`; a score equal to a threshold goes up."
+    """h_thr(u; t) = 1 + Σ_k 1(u ≥ t_k): labels 1..K (int64) of the scores `u`; a score equal to a threshold goes up.
+    The thresholds need not be ordered (the sum counts those at or below u), but none may be NaN."""
     u = as_float_array(u, 'u', check_finite=False)
     if np.isnan(u).any():
         raise ValueError(f"`u` must not contain NaN, found one at index {int(np.argmax(np.isnan(u)))}")
-    t = np.sort(np.asarray(thresholds, dtype=np.float64))
+    t = np.sort(_check_thresholds(thresholds))
     return np.searchsorted(t, u, side='right').astype(np.int64) + 1
 
 @njit(cache=True)
 def _total_loss(starts, labels, weights, LT, sorted_idx):
-    "Σ w·ℓ(h(a), y) where the value j gets label 1 + #{k: idx_k ≤ j} (0-based: that count)."
+    "Σ w·ℓ(h(a), y), compensated, where the value j gets label 1 + #{k: idx_k ≤ j} (0-based: that count)."
     N, K1 = starts.shape[0] - 1, sorted_idx.shape[0]
-    p, total = 0, 0.0
+    p, total, err = 0, 0.0, 0.0
     for j in range(N):
         while p < K1 and sorted_idx[p] <= j: p += 1
         for i in range(starts[j], starts[j + 1]):
-            total += LT[labels[i], p] * (weights[i] if weights.shape[0] else 1.0)
-    return total
+            total, e = _two_sum(total, LT[labels[i], p] * (weights[i] if weights.shape[0] else 1.0))
+            err += e
+    return total + err
 
-def _w(prob): return _EMPTY if prob.weights is None else prob.weights
 _EMPTY = np.empty(0)
 
 def _total_loss_of(prob, indices):
-    return float(_total_loss(prob.starts, prob.labels, _w(prob), np.ascontiguousarray(prob.L.T), np.sort(indices)))
+    "(Σ w·ℓ, its weighted mean) of the labeling by the candidate `indices`, from the scaled sums (no overflow)."
+    s = _scaled(prob)
+    total = float(_total_loss(prob.starts, prob.labels, s.weights, np.ascontiguousarray(s.L.T), np.sort(indices)))
+    with np.errstate(over='ignore'):
+        return float(np.ldexp(total, s.exp_w + s.exp_L)), float(np.ldexp(total / s.label_weight.sum(), s.exp_L))
 
 def _check_problem(prob):
     if not isinstance(prob, ThresholdProblem):
@@ -243,38 +299,57 @@ def _check_problem(prob):
 
 # %% ../nbs/06_thresholds.ipynb #5edcb689
 @njit(cache=True)
-def _group_loss(starts, labels, weights, LT, j, out):
-    "out[k] = M[j, k] = Σ over the samples at value j of w·ℓ(k, y)."
-    out[:] = 0.0
-    for i in range(starts[j], starts[j + 1]):
+def _group_loss(starts, labels, weights, LT, j, out, err):
+    "(out[k], err[k]), normalised, = M[j, k] = Σ over the samples at value j of w·ℓ(k, y), compensated."
+    s, e = starts[j], starts[j + 1]
+    row, wi = LT[labels[s]], weights[s] if weights.shape[0] else 1.0
+    for k in range(out.shape[0]):                       # the first sample: an exact copy (the common case: the only one)
+        out[k], err[k] = wi * row[k], 0.0
+    for i in range(s + 1, e):
         row, wi = LT[labels[i]], weights[i] if weights.shape[0] else 1.0
-        for k in range(out.shape[0]): out[k] += wi * row[k]
+        for k in range(out.shape[0]):
+            x, a = wi * row[k], out[k]
+            t = a + x
+            v = t - a
+            c = err[k] + ((a - (t - v)) + (x - v))
+            out[k] = t + c
+            err[k] = c - (out[k] - t)
 
 @njit(cache=True)
-def _dp_kernel(starts, labels, weights, LT, bits):
-    """Algorithm 2 with the rightmost prefix argmin kept as one bit per (j, k) in `bits` (N × ⌈K/64⌉ uint64):
-    bit (j, k) is set iff L[j−1, k] ≤ min L[j−1, :k]. Backtracking with the rightmost argmin gives every value the
-    largest label among optimal labelings, i.e. the leftmost (componentwise smallest) optimal thresholds."""
+def _dp_kernel(starts, labels, weights, LT, tol, bits):
+    """Algorithm 2 on compensated sums, each kept normalised as (value, error) so comparisons read the value alone,
+    with the tie rule kept as one bit per (j, k) in `bits` (N × ⌈K/64⌉ uint64): bit (j, k) is set iff
+    L[j−1, k] ≤ min L[j−1, :k] + tol. Backtracking with the largest such k gives every value the largest label among
+    optimal labelings (up to tol), i.e. the leftmost (componentwise smallest) optimal thresholds. Per row, a
+    sequential pass finds the prefix minima and the bits, and a vectorised pass adds the row's group losses."""
     N, K = starts.shape[0] - 1, LT.shape[0]
-    prev, cur, m = np.empty(K), np.empty(K), np.empty(K)
-    _group_loss(starts, labels, weights, LT, 0, prev)
+    prev, prev_e, cur, cur_e = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
+    m, m_e, low_v, low_e = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
+    _group_loss(starts, labels, weights, LT, 0, prev, prev_e)
     one = np.uint64(1)
     for j in range(1, N):
-        _group_loss(starts, labels, weights, LT, j, m)
-        low, word = np.inf, np.uint64(0)
+        low, at, word = np.inf, 0, np.uint64(0)
         for k in range(K):
             v = prev[k]
-            if v <= low:
-                low = v
-                word |= one << np.uint64(k & 63)
-            cur[k] = low + m[k]
+            if v <= low + tol: word |= one << np.uint64(k & 63)
+            if v < low: low, at = v, k
+            low_v[k], low_e[k] = low, prev_e[at]
             if (k & 63) == 63 or k == K - 1:
                 bits[j, k >> 6] = word
                 word = np.uint64(0)
-        prev, cur = cur, prev
+        _group_loss(starts, labels, weights, LT, j, m, m_e)
+        for k in range(K):
+            a, x = low_v[k], m[k]
+            t = a + x
+            v = t - a
+            c = low_e[k] + m_e[k] + ((a - (t - v)) + (x - v))
+            cur[k] = t + c
+            cur_e[k] = c - (cur[k] - t)
+        prev, cur, prev_e, cur_e = cur, prev, cur_e, prev_e
+    lowest = prev.min()
     top = 0
-    for k in range(1, K):
-        if prev[k] <= prev[top]: top = k
+    for k in range(K):
+        if prev[k] <= lowest + tol: top = k
     idx = np.empty(K - 1, np.int64)
     idx[top:] = N
     for j in range(N - 1, 0, -1):
@@ -287,91 +362,115 @@ def _dp_kernel(starts, labels, weights, LT, bits):
 
 def thresholds_dp(prob: ThresholdProblem) -> ThresholdResult:
     """Algorithm 2 (dynamic programming, O(N·K) time, N·K bits of backtracking table): the optimal ordered thresholds
-    for any loss; under ties the leftmost (componentwise smallest) optimal thresholds."""
+    for any loss; under ties (up to rounding, see above) the leftmost (componentwise smallest) optimal thresholds."""
     prob = _check_problem(prob)
+    s = _scaled(prob)
     bits = np.zeros((prob.n_values, (prob.n_classes + 63) // 64), np.uint64)
-    idx = _dp_kernel(prob.starts, prob.labels, _w(prob), np.ascontiguousarray(prob.L.T), bits)
+    idx = _dp_kernel(prob.starts, prob.labels, s.weights, np.ascontiguousarray(s.L.T), _dp_tolerance(s), bits)
     return ThresholdResult(prob, idx, 'dp')
+
 
 # %% ../nbs/06_thresholds.ipynb #194aa62a
 @njit(cache=True)
-def _io_scan(starts, labels, weights, D, lo, hi, R, best, arg):
-    """Algorithm 3 over the values lo..hi−1, all thresholds at once: R[k] accumulates M[j,k] − M[j,k+1] (the risk of
-    threshold k at candidate j+1 relative to the start); best/arg keep each k's smallest R and its leftmost candidate."""
+def _io_scan(starts, labels, weights, D, tol, lo, hi, R, E, best, arg, champ):
+    """Algorithm 3 over the values lo..hi−1, all thresholds at once: R[k] + E[k] accumulates M[j,k] − M[j,k+1] with
+    its rounding errors (the risk of threshold k at candidate j+1 relative to the start); best[k] is the smallest
+    risk seen; candidate j+1 becomes arg[k] (its risk champ[k]) only if it is more than tol[k] below every earlier
+    one. TwoSum is written out: the loop over k then stays vectorised."""
     K1 = D.shape[1]
     for j in range(lo, hi):
         s, e, nxt = starts[j], starts[j + 1], j + 1
         if e - s == 1:                         # one sample at this value (the common case): one fused pass
             row, wi = D[labels[s]], weights[s] if weights.shape[0] else 1.0
             for k in range(K1):
-                r, b = R[k] + wi * row[k], best[k]
-                R[k] = r
-                lt = r < b
-                best[k] = r if lt else b
+                x, a = wi * row[k], R[k]
+                t = a + x
+                v = t - a
+                c = E[k] + ((a - (t - v)) + (x - v))
+                R[k], E[k] = t, c
+                r, b = t + c, best[k]
+                lt = r < b - tol[k]
+                best[k] = min(r, b)
                 arg[k] = nxt if lt else arg[k]
+                champ[k] = r if lt else champ[k]
             continue
         for i in range(s, e):
             row, wi = D[labels[i]], weights[i] if weights.shape[0] else 1.0
-            for k in range(K1): R[k] += wi * row[k]
+            for k in range(K1):
+                x, a = wi * row[k], R[k]
+                t = a + x
+                v = t - a
+                E[k] += (a - (t - v)) + (x - v)
+                R[k] = t
         for k in range(K1):
-            r, b = R[k], best[k]
-            lt = r < b
-            best[k] = r if lt else b
+            r, b = R[k] + E[k], best[k]
+            lt = r < b - tol[k]
+            best[k] = min(r, b)
             arg[k] = nxt if lt else arg[k]
+            champ[k] = r if lt else champ[k]
 
 def _delta(L):
     "D[l, k] = ℓ(k, l) − ℓ(k+1, l) (0-based), K × (K−1): the change of R_k when one sample of label l moves below t_k."
     return np.ascontiguousarray((L[:-1] - L[1:]).T)
 
-def _io_sequential(prob, D):
+def _io_sequential(prob, s):
+    "Algorithm 3 on the scaled inputs `s`: each threshold's candidate index."
     K1 = prob.n_classes - 1
-    R, best, arg = np.zeros(K1), np.zeros(K1), np.zeros(K1, np.int64)
-    _io_scan(prob.starts, prob.labels, _w(prob), D, 0, prob.n_values, R, best, arg)
+    R, E, best, arg, champ = np.zeros(K1), np.zeros(K1), np.zeros(K1), np.zeros(K1, np.int64), np.zeros(K1)
+    _io_scan(prob.starts, prob.labels, s.weights, _delta(s.L), _io_tolerance(s), 0, prob.n_values,
+             R, E, best, arg, champ)
     return arg
 
 def thresholds_io(prob: ThresholdProblem) -> ThresholdResult:
-    """Algorithm 3 (independent optimization): each threshold minimises its own R_k, leftmost candidate under ties.
-    Optimal when the result is ordered (Theorem 1), which Theorem 2's condition guarantees; else `ordered` is False."""
+    """Algorithm 3 (independent optimization): each threshold minimises its own R_k, leftmost candidate under ties
+    (up to rounding, see above). Optimal when the result is ordered (Theorem 1), which Theorem 2's condition
+    guarantees; else `ordered` is False."""
     prob = _check_problem(prob)
-    return ThresholdResult(prob, _io_sequential(prob, _delta(prob.L)), 'io')
+    return ThresholdResult(prob, _io_sequential(prob, _scaled(prob)), 'io')
+
 
 # %% ../nbs/06_thresholds.ipynb #3ca9126a
 @njit(cache=True, parallel=True)
-def _io_blocks(starts, labels, weights, D, nblocks, tot, best, arg):
-    "Algorithm 5's first pass: each block of values scanned from R = 0 in parallel; per block its total and local best."
+def _io_blocks(starts, labels, weights, D, tol, nblocks, tot, low, arg, champ):
+    """Algorithm 5's first pass: each block of values scanned from R = 0 in parallel; per block its total, its
+    smallest risk, and the candidate its own scan chose with that candidate's risk (−1 and inf if empty)."""
     N, K1 = starts.shape[0] - 1, D.shape[1]
     for b in prange(nblocks):
-        R, bb, ab = np.zeros(K1), np.full(K1, np.inf), np.zeros(K1, np.int64)   # thread-local: no false sharing
-        _io_scan(starts, labels, weights, D, b * N // nblocks, (b + 1) * N // nblocks, R, bb, ab)
-        tot[b], best[b], arg[b] = R, bb, ab
+        R, E = np.zeros(K1), np.zeros(K1)                        # thread-local: no false sharing
+        lb, ab, cb = np.full(K1, np.inf), np.full(K1, -1, np.int64), np.full(K1, np.inf)
+        _io_scan(starts, labels, weights, D, tol, b * N // nblocks, (b + 1) * N // nblocks, R, E, lb, ab, cb)
+        tot[b], low[b], arg[b], champ[b] = R + E, lb, ab, cb
 
 @njit(cache=True, parallel=True)
-def _io_over_k(starts, labels, weights, D):
+def _io_over_k(starts, labels, weights, D, tol):
     "Algorithm 3 parallel over k as the paper ran it: every threshold scans all values on its own (scalar loops)."
     N, K1 = starts.shape[0] - 1, D.shape[1]
     arg = np.zeros(K1, np.int64)
     for k in prange(K1):
-        R, best, at = 0.0, 0.0, 0
+        R, E, best, at = 0.0, 0.0, 0.0, 0
         for j in range(N):
             for i in range(starts[j], starts[j + 1]):
-                R += (weights[i] if weights.shape[0] else 1.0) * D[labels[i], k]
-            if R < best:
-                best, at = R, j + 1
+                R, e = _two_sum(R, (weights[i] if weights.shape[0] else 1.0) * D[labels[i], k])
+                E += e
+            r = R + E
+            if r < best - tol[k]: at = j + 1
+            best = min(best, r)
         arg[k] = at
     return arg
 
 @njit(cache=True)
-def _combine_blocks(tot, best, arg):
-    "Second pass: shift each block's local best by the totals of the blocks before it; leftmost minimum wins."
+def _combine_blocks(tot, low, arg, champ, tol):
+    """Second pass: a block's chosen candidate, shifted by the totals of the blocks before it, wins only if it is more
+    than tol below the smallest risk of all blocks before it — the same tie rule as the sequential scan."""
     nblocks, K1 = tot.shape
-    shift, out_best, out_arg = np.zeros(K1), np.zeros(K1), np.zeros(K1, np.int64)
+    shift, shift_e, lowest, out_arg = np.zeros(K1), np.zeros(K1), np.zeros(K1), np.zeros(K1, np.int64)
     for b in range(nblocks):
         for k in range(K1):
-            v = shift[k] + best[b, k]
-            if v < out_best[k]:
-                out_best[k] = v
-                out_arg[k] = arg[b, k]
-            shift[k] += tot[b, k]
+            at = shift[k] + shift_e[k]
+            if at + champ[b, k] < lowest[k] - tol[k]: out_arg[k] = arg[b, k]
+            lowest[k] = min(lowest[k], at + low[b, k])
+            shift[k], e = _two_sum(shift[k], tot[b, k])
+            shift_e[k] += e
     return out_arg
 
 PIO_MIN_WORK = 1 << 24
@@ -382,9 +481,12 @@ BLOCKS_PER_THREAD = 4
 "Blocks of values per thread, handed out one at a time: a thread slowed by other processes takes fewer blocks."
 
 def _threads(n_jobs) -> int:
-    if n_jobs is None or (n_jobs == -1 and not isinstance(n_jobs, (bool, np.bool_))): return numba.get_num_threads()
-    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
-        raise ValueError(f"`n_jobs` must be None, -1 or a positive integer, got {n_jobs!r}")
+    "The number of threads `n_jobs` asks for (None or −1: Numba's current number), or a clear error."
+    if n_jobs is None: return numba.get_num_threads()
+    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, (int, np.integer)):
+        raise TypeError(f"`n_jobs` must be None, -1 or a positive integer, got {n_jobs!r}")
+    if n_jobs == -1: return numba.get_num_threads()
+    if n_jobs < 1: raise ValueError(f"`n_jobs` must be None, -1 or a positive integer, got {n_jobs!r}")
     return min(int(n_jobs), numba.config.NUMBA_NUM_THREADS)
 
 def _n_blocks(n_jobs, work) -> int:
@@ -403,27 +505,29 @@ def thresholds_pio(prob: ThresholdProblem, n_jobs=None, *, over: str = 'j') -> T
     `n_jobs=1`, run the sequential kernel; `n_blocks` on the result says how many blocks of values were used."""
     prob = _check_problem(prob)
     check_choice(over, 'over', ('j', 'k'))
-    D = _delta(prob.L)
+    s = _scaled(prob)
     nblocks = _n_blocks(n_jobs, prob.n_samples * (prob.n_classes - 1))
-    if nblocks == 1: return ThresholdResult(prob, _io_sequential(prob, D), 'pio', n_blocks=1)
-    K1 = prob.n_classes - 1
+    if nblocks == 1: return ThresholdResult(prob, _io_sequential(prob, s), 'pio', n_blocks=1)
+    K1, D, tol = prob.n_classes - 1, _delta(s.L), _io_tolerance(s)
     _passive_openmp()
     saved = numba.get_num_threads()
     numba.set_num_threads(min(_threads(n_jobs), nblocks))
     try:
         if over == 'k':
-            return ThresholdResult(prob, _io_over_k(prob.starts, prob.labels, _w(prob), D), 'pio', n_blocks=1)
-        tot, best, arg = np.empty((nblocks, K1)), np.empty((nblocks, K1)), np.empty((nblocks, K1), np.int64)
+            return ThresholdResult(prob, _io_over_k(prob.starts, prob.labels, s.weights, D, tol), 'pio', n_blocks=1)
+        tot, low, champ = np.empty((nblocks, K1)), np.empty((nblocks, K1)), np.empty((nblocks, K1))
+        arg = np.empty((nblocks, K1), np.int64)
         with numba.parallel_chunksize(1):
-            _io_blocks(prob.starts, prob.labels, _w(prob), D, nblocks, tot, best, arg)
+            _io_blocks(prob.starts, prob.labels, s.weights, D, tol, nblocks, tot, low, arg, champ)
     finally: numba.set_num_threads(saved)
-    return ThresholdResult(prob, _combine_blocks(tot, best, arg), 'pio', n_blocks=nblocks)
+    return ThresholdResult(prob, _combine_blocks(tot, low, arg, champ, tol), 'pio', n_blocks=nblocks)
 
 # %% ../nbs/06_thresholds.ipynb #ffaa14f0
 def optimal_thresholds(a, y, n_classes: int, loss='absolute', *, sample_weight=None, n_jobs=1) -> ThresholdResult:
     """Optimal threshold labeling: IO (parallel when `n_jobs` ≠ 1 and the problem is large); if its thresholds are
     ordered they are optimal (Theorem 1), else DP. The result reports `path` ("io" or "io→dp"), `io_ordered`, and
     `theorem2` (the loss satisfies Theorem 2's condition, so IO is guaranteed ordered)."""
+    _threads(n_jobs)                                   # a bad `n_jobs` is reported before any work
     prob = prepare(a, y, n_classes, loss, sample_weight)
     io = thresholds_io(prob) if n_jobs == 1 else thresholds_pio(prob, n_jobs)
     if io.ordered:
@@ -437,11 +541,13 @@ def optimal_thresholds(a, y, n_classes: int, loss='absolute', *, sample_weight=N
 def empirical_risk(a, y, thresholds, n_classes: int, loss='absolute', *, sample_weight=None) -> float:
     "The weighted mean task loss of h_thr(a; thresholds) against the labels `y` (1..n_classes)."
     K, L, a, y, w = _check_inputs(a, y, n_classes, loss, sample_weight)
-    t = as_float_array(thresholds, 'thresholds', check_finite=False)
-    if t.shape[0] != K - 1 or np.isnan(t).any():
-        raise ValueError(f"`thresholds` must be {K - 1} numbers (±inf allowed, no NaN), got {t}")
+    t = _check_thresholds(thresholds)
+    if t.shape[0] != K - 1:
+        raise ValueError(f"`thresholds` must be {K - 1} numbers for n_classes={K}, got {t.shape[0]}")
     losses = L[threshold_labels(a, t) - 1, y.astype(np.intp) - 1]
-    return float(np.average(losses, weights=w))
+    if w is None: return float(losses.mean())
+    w = np.ldexp(w, -_exponent(float(w.max())))            # exact: weights near 1e308 or 1e-320 neither overflow nor round
+    return float(np.dot(w, losses) / w.sum())
 
 # %% ../nbs/06_thresholds.ipynb #c3dd2f2a
 def ordinal_scores(model, X) -> np.ndarray:
@@ -487,10 +593,21 @@ class _ThresholdLabeler:
     def __init__(self, *, loss='absolute', classes=None, model=None, n_jobs=1):
         self.loss, self.classes, self.model, self.n_jobs = loss, classes, model, n_jobs
 
-    def _scores(self, X, name):
-        if self.model is not None: return ordinal_scores(self.model, X)
-        from isocal.pava import _as_column
-        return _as_column(X, name)
+    def _scores(self, X):
+        "The validated 1DT scores of `X` (errors name `X`, or `model` when its scores are not finite)."
+        if self.model is not None:
+            s = ordinal_scores(self.model, X)
+            bad = np.flatnonzero(~np.isfinite(s))
+            if bad.size:
+                raise ValueError(f"`model` gave a non-finite score ({s[bad[0]]}) for row {bad[0]} of `X`")
+            return s
+        if type(X).__module__.startswith('scipy.sparse'):
+            raise TypeError("sparse `X` is not supported: the score is one dense column (pass X.toarray())")
+        arr = np.asarray(X)
+        if arr.ndim == 2 and arr.shape[1] == 1: arr = arr[:, 0]
+        elif arr.ndim != 1:
+            raise ValueError(f"`X` must be 1-D or a single column (n, 1), got shape {arr.shape}")
+        return as_float_array(arr, 'X')
 
     def fit(self, X, y, sample_weight=None):
         "Fit the optimal thresholds on scores (or model features) `X` and labels `y`; returns self."
@@ -500,15 +617,18 @@ class _ThresholdLabeler:
             raise ValueError(f"`classes` must be distinct labels in order, got {self.classes!r}")
         if len(classes) < 2:
             raise ValueError(f"`y` holds a single class {list(classes)}; pass `classes` with all ordinal labels")
-        self.result_ = optimal_thresholds(self._scores(X, 'X'), _class_positions(y, classes), len(classes), self.loss,
-                                          sample_weight=sample_weight, n_jobs=self.n_jobs)
+        scores = self._scores(X)
+        check_same_length(X=scores, y=y)
+        w = check_weights(sample_weight, scores.shape[0], 'sample_weight')
+        self.result_ = optimal_thresholds(scores, _class_positions(y, classes), len(classes), self.loss,
+                                          sample_weight=w, n_jobs=self.n_jobs)
         self.classes_, self.thresholds_ = classes, self.result_.thresholds
         self.n_features_in_ = 1 if self.model is None else getattr(self.model, 'n_features_in_', None)
         return self
 
     def decision_function(self, X) -> np.ndarray:
         "The 1DT score used for labeling."
-        return as_float_array(self._scores(X, 'X'), 'X')
+        return self._scores(X)
 
     def predict(self, X) -> np.ndarray:
         "Labels (from `classes_`) of scores / features `X`."

@@ -383,3 +383,40 @@ def test_worker_killed_mid_computation_result_still_exact():
         killer.join()
     assert state['killed_while_running'] is True
     assert_same_staircase(got, ref, exact=True)
+
+
+# ================================================================================ issue 12: extreme magnitudes, options
+
+@given(sorted_problems(), st.sampled_from(['primary', 'secondary']),
+       st.sampled_from([2.0**-1070, 2.0**-600, 1e-300, 1 / 3, 1e300, 2.0**1000, 2.0**1020]),
+       st.sampled_from([0, 1000, -1000, 1020]))
+def test_extreme_weights_and_targets(problem, ties, w_factor, y_exp):
+    """Weights scaled by a huge or tiny constant and targets by a power of two give the staircase of ordinary
+    magnitudes (targets scaled back), as the in-memory fit on ordinary magnitudes: no sum overflows, no product is
+    lost to underflow. (The targets here are multiples of 0.1 in [−3, 3], so 2^±1000 keeps them normal floats.)"""
+    x, y, w, chunks, increasing = problem
+    y = np.clip(y, -3, 3)
+    if ties == 'primary':
+        order = np.lexsort(((1 if increasing else -1) * y, x))
+        x, y, w = x[order], y[order], None if w is None else w[order]
+    w = np.ones_like(x) if w is None else w
+    ref = fit_staircase(x, y, w, increasing=increasing, ties=ties)
+    got = fit_isotonic_dask(chunked(x, chunks), chunked(np.ldexp(y, y_exp), chunks), chunked(w * w_factor, chunks),
+                            increasing=increasing, ties=ties, presorted=True)
+    back = Staircase(got.x_lo, got.x_hi, np.ldexp(got.levels, -y_exp), increasing=got.increasing)
+    assert_same_staircase(back, ref)
+
+
+def test_reported_extreme_weights():
+    x, y = [0.0, 1.0, 2.0, 3.0], [1.0, 0.0, 3.0, 2.0]
+    for w in ([1e308] * 4, [1e-320] * 4):
+        got = fit_isotonic_dask(chunked(x, [2, 2]), chunked(y, [2, 2]), chunked(w, [2, 2]))
+        np.testing.assert_array_equal(got.levels, [0.5, 2.5])
+    got = fit_isotonic_dask(chunked([0.0, 1.0], [1, 1]), chunked([1.7e308, 1.6e308], [1, 1]))
+    assert got.levels[0] == float((Fraction(1.7e308) + Fraction(1.6e308)) / 2)      # the exact mean, rounded once
+
+
+@pytest.mark.parametrize('value', [5, 'bad'])
+def test_bad_shuffle_method_names_the_argument(value):
+    with pytest.raises(ValueError, match='`shuffle_method`'):
+        fit_isotonic_dask(chunked([0.0, 1.0], [1, 1]), chunked([1.0, 0.0], [1, 1]), shuffle_method=value)

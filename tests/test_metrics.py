@@ -322,7 +322,7 @@ def test_reliability_band_effective_size_with_weights():
         np.testing.assert_allclose(a, b, rtol=1e-14)
 
 
-@pytest.mark.parametrize("level", [0, 1, 1.5, -0.1, "0.9"])
+@pytest.mark.parametrize("level", [0, 1, 1.5, -0.1, np.nan])
 def test_reliability_band_bad_level(level):
     with pytest.raises(ValueError, match=r"`level` must lie in \(0, 1\)"):
         reliability_band([0, 1], [0.5, 0.5], level=level)
@@ -340,3 +340,129 @@ def test_reliability_diagram_shades_one_band_per_model_unless_disabled():
         assert len(a.lines) == len(b.lines) == 3
     finally:
         plt.close(fig)
+
+
+# ---------------------------------------------------------------- issue 12: options, extreme weights, cancellation
+
+@pytest.mark.parametrize("call, kind, words", [
+    (lambda: log_loss([0, 1], [0.5, 0.5], base="x"), TypeError, "`base`"),
+    (lambda: log_loss([0, 1], [0.5, 0.5], base=None), TypeError, "`base`"),
+    (lambda: log_loss([0, 1], [0.5, 0.5], base=True), TypeError, "`base`"),
+    (lambda: log_loss([0, 1], [0.5, 0.5], base=[2.0]), TypeError, "`base`"),
+    (lambda: log_loss([0, 1], [0.5, 0.5], eps="x"), TypeError, "`eps`"),
+    (lambda: log_loss([0, 1], [0.5, 0.5], eps=None), TypeError, "`eps`"),
+    (lambda: log_loss([0, 1], [0.5, 0.5], eps=np.nan), ValueError, "`eps`"),
+    (lambda: calibration_report([0, 1], {"a": [0.5, 0.5]}, eps="x"), TypeError, "`eps`"),
+    (lambda: reliability_band([0, 1], [0.5, 0.5], level=None), TypeError, "`level`"),
+    (lambda: reliability_band([0, 1], [0.5, 0.5], level=np.nan), ValueError, "`level`"),
+    (lambda: reliability_diagram([0, 1], {"a": [0.5, 0.5]}, confidence="x"), TypeError, "`confidence`"),
+    (lambda: reliability_diagram([0, 1], {"a": [0.5, 0.5]}, confidence=1.5), ValueError, "`confidence`"),
+    (lambda: reliability_curve([0, 1], [0.5, 0.5], n_bins="3"), ValueError, "`n_bins`"),
+    (lambda: reliability_diagram([0, 1], {"a": [0.5, 0.5]}, ax="x"), TypeError, "`ax`"),
+])
+def test_bad_options_name_the_argument(call, kind, words):
+    with pytest.raises(kind) as err:
+        call()
+    assert words in str(err.value)
+    assert "could not convert" not in str(err.value) and "not supported between" not in str(err.value)
+
+
+def _exact_mean(values, w):
+    "Σ w·v / Σ w in exact rational arithmetic over the float inputs (zero weights left out)."
+    from fractions import Fraction
+    num = sum(Fraction(float(wi)) * Fraction(float(v)) for wi, v in zip(w, values) if wi > 0)
+    return float(num / sum(Fraction(float(wi)) for wi in w))
+
+
+extreme_factors = st.sampled_from([2.0**-1070, 2.0**-1000, 1e-200, 1 / 3, 3.0, 1e200, 2.0**1000, 2.0**1015])
+
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities(max_size=30), extreme_factors)
+def test_brier_and_log_loss_extreme_weights_against_exact(data, factor):
+    """Weights of 1e±200 or near the float limits give the weighted means of exact rational arithmetic."""
+    y, p, w = data
+    w = w * factor
+    assert brier_score(y, p, sample_weight=w) == pytest.approx(_exact_mean((p - y) ** 2, w), rel=1e-13, abs=1e-300)
+    import mpmath
+    mpmath.mp.prec = 200
+    nats = [-mpmath.log(mpmath.mpf(float(pi)) if yi == 1 else 1 - mpmath.mpf(float(pi))) for yi, pi in zip(y, p)]
+    if all(mpmath.isfinite(v) for v in nats):
+        ref = _exact_mean([float(v / mpmath.log(2)) for v in nats], w)
+        assert log_loss(y, p, sample_weight=w) == pytest.approx(ref, rel=1e-13, abs=1e-300)
+
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities(max_size=40), bin_counts, strategies, st.integers(-1070, 1015))
+def test_binned_metrics_exactly_invariant_to_power_of_two_weights(data, n_bins, strategy, k):
+    """Scaling every weight by 2^k changes no bit of the curve, the ECE or the band (scaling is exact when done as a
+    power of two, and the metrics are defined by ratios of weights)."""
+    y, p, w = data
+    for f in (reliability_curve, reliability_band):
+        for a, b in zip(f(y, p, n_bins=n_bins, strategy=strategy, sample_weight=w),
+                        f(y, p, n_bins=n_bins, strategy=strategy, sample_weight=np.ldexp(w, k))):
+            np.testing.assert_array_equal(a, b)
+    assert expected_calibration_error(y, p, n_bins=n_bins, strategy=strategy, sample_weight=w) == \
+        expected_calibration_error(y, p, n_bins=n_bins, strategy=strategy, sample_weight=np.ldexp(w, k))
+
+
+def _band_reference(y, p, w, n_bins, level):
+    "Wilson interval of statsmodels at the Kish effective size (Σw)²/Σw², both computed in exact rationals."
+    from fractions import Fraction
+    from statsmodels.stats.proportion import proportion_confint
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    idx = np.searchsorted(edges[1:-1], p, side="left")
+    lo, hi = [], []
+    for b in range(n_bins):
+        sel = [i for i in range(len(p)) if idx[i] == b and w[i] > 0]
+        if not sel: continue
+        W = sum(Fraction(float(w[i])) for i in sel)
+        n_eff = float(W * W / sum(Fraction(float(w[i])) ** 2 for i in sel))
+        freq = float(sum(Fraction(float(w[i])) for i in sel if y[i] == 1) / W)
+        a, b_ = proportion_confint(freq * n_eff, n_eff, alpha=1 - level, method="wilson")
+        lo.append(max(a, 0.0)); hi.append(min(b_, 1.0))
+    return np.array(lo), np.array(hi)
+
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities(max_size=40), bin_counts, extreme_factors, st.sampled_from([0.8, 0.95, 0.99]))
+def test_reliability_band_extreme_weights_against_statsmodels(data, n_bins, factor, level):
+    y, p, w = data
+    _, _, lo, hi = reliability_band(y, p, n_bins=n_bins, level=level, sample_weight=w * factor)
+    ref_lo, ref_hi = _band_reference(y, p, w * factor, n_bins, level)
+    np.testing.assert_allclose(lo, ref_lo, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hi, ref_hi, rtol=1e-9, atol=1e-12)
+
+
+def test_reliability_band_reported_extremes():
+    y, p = [0, 1, 1, 0, 1], [0.1, 0.15, 0.6, 0.65, 0.9]
+    unit = reliability_band(y, p, n_bins=3)
+    for factor in (1e-200, 1e200, 1e-320, 1.5e308 / 5):
+        got = reliability_band(y, p, n_bins=3, sample_weight=[factor] * 5)
+        for a, b in zip(unit, got):
+            np.testing.assert_allclose(b, a, rtol=1e-14)
+
+
+def test_log_loss_near_zero_probability_of_the_label_one():
+    """y = 0 with a tiny p costs −log2(1 − p) ≈ p/ln 2: computed as 1 − p first it rounds to 0 bits."""
+    import mpmath
+    mpmath.mp.prec = 200
+    for p in (1e-20, 3e-17, 1e-9, 0.3):
+        ref = float(-mpmath.log(1 - mpmath.mpf(p)) / mpmath.log(2))
+        assert log_loss([0], [p]) == pytest.approx(ref, rel=1e-15, abs=0)
+        assert log_loss([0], [p], base=np.e) == pytest.approx(ref * float(mpmath.log(2)), rel=1e-15, abs=0)
+
+
+def test_wilson_lower_bound_has_no_cancellation():
+    """A bin whose frequency is far below z²/n: the lower bound f²/(1 + z²/n)/(centre + half) against mpmath (the
+    textbook centre − half loses every digit)."""
+    import mpmath
+    mpmath.mp.prec = 200
+    w = [1.0, 1e-12]
+    _, freq, lo, hi = reliability_band([0, 1], [0.5, 0.5], n_bins=1, level=0.95, sample_weight=w)
+    f, n = mpmath.mpf(float(freq[0])), (mpmath.mpf(1) + mpmath.mpf(1e-12)) ** 2 / (1 + mpmath.mpf(1e-12) ** 2)
+    z = mpmath.sqrt(2) * mpmath.erfinv(mpmath.mpf(0.95))
+    centre = (f + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * mpmath.sqrt(f * (1 - f) / n + z * z / (4 * n * n))
+    assert lo[0] == pytest.approx(float(centre - half), rel=1e-12, abs=0)
+    assert hi[0] == pytest.approx(float(centre + half), rel=1e-12, abs=0)

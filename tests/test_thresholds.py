@@ -301,3 +301,130 @@ def test_loss_matrix_orientation():
     # candidates: −∞ (both → 2: cost 1), 0.5 (→ 1, 2: cost 10 + 1), +∞ (both → 1: cost 10)
     assert list(res.thresholds) == [-np.inf] and res.total_loss == 1
     assert np.array_equal(loss_matrix(L, 2), L)
+
+
+# ---- issue 12: input checks name the argument the user passed ----
+
+@pytest.mark.parametrize('call, kind, words', [
+    (lambda: threshold_labels([0.0, 1.0, 2.0], [np.nan, 0.5]), ValueError, '`thresholds`'),
+    (lambda: threshold_labels([0.0, 1.0], ['a']), TypeError, '`thresholds`'),
+    (lambda: threshold_labels([0.0, 1.0], [[0.5]]), ValueError, '`thresholds`'),
+    (lambda: threshold_labels([0.0, 1.0], 0.5), ValueError, '`thresholds`'),
+    (lambda: threshold_labels(['a'], [0.5]), TypeError, '`u`'),
+    (lambda: ThresholdLabeler().fit([0.0, np.nan, 1.0], [1, 2, 1]), ValueError, '`X` must be finite'),
+    (lambda: ThresholdLabeler().fit([0.0, np.inf, 1.0], [1, 2, 1]), ValueError, '`X` must be finite'),
+    (lambda: ThresholdLabeler().fit([0.0, 2.0, 1.0], [1, 2]), ValueError, '`X` has 3, `y` has 2'),
+    (lambda: ThresholdLabeler().fit(['a', 'b'], [1, 2]), TypeError, '`X`'),
+    (lambda: ThresholdLabeler().fit([0.0, 1.0], [1, 2], sample_weight=[1.0]), ValueError, '`sample_weight`'),
+    (lambda: ThresholdLabeler().fit([0.0, 1.0], [1, 2], sample_weight=[1.0, np.nan]), ValueError, '`sample_weight`'),
+    (lambda: ThresholdLabeler(n_jobs='a').fit([0.0, 1.0], [1, 2]), TypeError, '`n_jobs`'),
+    (lambda: ThresholdLabeler(loss=[[0, 1], [1, 'x']]).fit([0.0, 1.0], [1, 2]), TypeError, '`loss`'),
+    (lambda: ThresholdLabeler().fit([0.0, 1.0], [1, 2]).predict([np.nan]), ValueError, '`X` must be finite'),
+    (lambda: optimal_thresholds([0.0, 1.0], [1, 2], 2, n_jobs='x'), TypeError, '`n_jobs`'),
+    (lambda: optimal_thresholds([0.0, 1.0], [1, 2], 2, n_jobs=2.5), TypeError, '`n_jobs`'),
+    (lambda: optimal_thresholds([0.0, 1.0], [1, 2], '2'), TypeError, '`n_classes`'),
+    (lambda: thresholds_pio(prepare([1.0], [1], 2), over=3), ValueError, '`over`'),
+    (lambda: thresholds_pio(prepare([1.0], [1], 2), n_jobs=None, over=['j']), ValueError, '`over`'),
+    (lambda: empirical_risk([0.0], [1], [np.nan], 2), ValueError, '`thresholds`'),
+    (lambda: empirical_risk([0.0], [1], ['a'], 2), TypeError, '`thresholds`'),
+    (lambda: empirical_risk([0.0], [1], [0.0], 2, sample_weight='a'), TypeError, '`sample_weight`'),
+])
+def test_bad_input_names_public_argument(call, kind, words):
+    with pytest.raises(kind) as err:
+        call()
+    assert words in str(err.value)
+    assert 'could not convert' not in str(err.value)
+
+
+class _NanModel:
+    "A fitted 'regressor' whose scores contain NaN."
+    def predict(self, X): return np.where(np.asarray(X, float).ravel() > 0, np.nan, 0.0)
+
+
+def test_labeler_model_scores_must_be_finite():
+    with pytest.raises(ValueError, match='`model`') as err:
+        ThresholdLabeler(model=_NanModel()).fit(np.array([[-1.0], [1.0]]), [1, 2])
+    assert '`a`' not in str(err.value)
+
+
+@given(st.lists(st.floats(-3, 3), min_size=1, max_size=6),
+       st.lists(st.one_of(st.floats(-3, 3), st.sampled_from([np.inf, -np.inf])), min_size=1, max_size=4))
+def test_threshold_labels_definition_any_order(u, t):
+    "h_thr(u; t) = 1 + Σ_k 1(u ≥ t_k) holds for thresholds in any order, ±inf included (eq. 1 of the paper)."
+    assert list(threshold_labels(u, t)) == labels_of(u, t)
+
+
+# ---- issue 12: an explicit tie rule for float sums of risks ----
+
+def exact_io(a, y, K, M, w):
+    "Each threshold's leftmost minimiser of its exact risk R_k over the candidates (Algorithm 3 in Fractions)."
+    v = sorted(set(a))
+    pos = [v.index(x) for x in a]
+    w = [1] * len(a) if w is None else w
+    out = []
+    for k in range(1, K):
+        risks = [sum(Fraction(int(wi)) * Fraction(int(M[(k + 1 if p >= i else k) - 1, yi - 1]))
+                     for wi, p, yi in zip(w, pos, y)) for i in range(len(v) + 1)]
+        out.append(risks.index(min(risks)))
+    return tuple(out)
+
+
+scaled_case = st.integers(2, 5).flatmap(lambda K: st.integers(1, 24).flatmap(lambda n: st.tuples(
+    st.just(K),
+    st.lists(st.integers(0, 6), min_size=n, max_size=n),
+    st.lists(st.integers(1, K), min_size=n, max_size=n),
+    st.one_of(st.none(), st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+    st.lists(st.integers(0, 4), min_size=K * K, max_size=K * K),
+    st.sampled_from([1 / 3, 0.1, 0.7, 3 / 7, 1e-3 / 3]))))
+
+
+@given(scaled_case)
+def test_scaled_integer_losses_tie_like_unscaled(case):
+    """Risks that tie exactly (integer losses) and differ only by rounding once the loss is scaled by 1/3 or 0.1 must
+    resolve by the same rule: the canonical leftmost optimum, in DP, IO and PIO alike (brute force, exact Fractions)."""
+    K, a, y, w, flat, scale = case
+    if w is not None and sum(w) == 0: w = None
+    M = np.array(flat, float).reshape(K, K)
+    ell = lambda k, l: int(M[k - 1, l - 1])
+    _, best = brute_force(a, y, K, ell, w)
+    io_ref = exact_io(a, y, K, M, w)
+    prob = prepare(np.array(a, float), y, K, M * scale, sample_weight=w)
+    assert tuple(thresholds_dp(prob).indices) == best
+    assert tuple(thresholds_io(prob).indices) == io_ref
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(thr, 'PIO_MIN_WORK', 0)
+        for nblocks in (2, 3):
+            mp.setattr(thr, '_n_blocks', lambda n_jobs, work, nb=nblocks: nb)
+            assert tuple(thresholds_pio(prob, n_jobs=2).indices) == io_ref
+        assert tuple(thresholds_pio(prob, n_jobs=2, over='k').indices) == io_ref
+    assert tuple(optimal_thresholds(np.array(a, float), y, K, M * scale, sample_weight=w).indices) == \
+        (io_ref if list(io_ref) == sorted(io_ref) else best)
+
+
+@given(scaled_case, st.sampled_from([2.0**1015, 2.0**-1060, 1e300, 1e-300, 2.0**-600]))
+def test_extreme_weights_same_thresholds(case, factor):
+    """Weights scaled by a huge or tiny constant (a power of two: exactly; 1e±300: up to rounding) give the
+    thresholds of the unscaled weights — no overflow, no digits lost to underflow — and the same risk."""
+    K, a, y, w, flat, scale = case
+    w = [1] * len(a) if w is None or sum(w) == 0 else w
+    M = np.array(flat, float).reshape(K, K) * scale
+    a = np.array(a, float)
+    ref = prepare(a, y, K, M, sample_weight=np.array(w, float))
+    big = prepare(a, y, K, M, sample_weight=np.array(w, float) * factor)
+    for solver in (thresholds_dp, thresholds_io, thresholds_pio):
+        r, b = solver(ref), solver(big)
+        assert np.array_equal(r.indices, b.indices)
+        assert b.risk == pytest.approx(r.risk, rel=1e-12, abs=1e-300)
+
+
+@given(scaled_case, st.sampled_from([1.0, 2.0**1015, 2.0**-1060, 1e300, 1e-300]))
+def test_empirical_risk_extreme_weights_against_exact(case, factor):
+    "The weighted mean task loss for weights of any magnitude, against exact rational arithmetic over the inputs."
+    K, a, y, w, flat, scale = case
+    w = np.array([1] * len(a) if w is None or sum(w) == 0 else w, float) * factor
+    M = np.array(flat, float).reshape(K, K) * scale
+    t = np.sort(np.random.default_rng(len(a)).choice(np.array(a, float) + 0.5, K - 1))
+    g = labels_of(a, t)
+    num = sum(Fraction(float(wi)) * Fraction(float(M[gi - 1, yi - 1])) for wi, gi, yi in zip(w, g, y))
+    ref = float(num / sum(Fraction(float(wi)) for wi in w))
+    assert empirical_risk(np.array(a, float), y, t, K, M, sample_weight=w) == pytest.approx(ref, rel=1e-13, abs=0)
