@@ -26,6 +26,27 @@ def _check_labels(y, name='y'):
         raise ValueError(f"`{name}` must lie in [0, 1], found {y[bad]} at index {bad}")
     return y
 
+def _check_label(value, name='y'):
+    "One label: a finite real number in [0, 1]."
+    value = _scalar(value, name)
+    if not 0.0 <= value <= 1.0: raise ValueError(f"`{name}` must lie in [0, 1], got {value}")
+    return value
+
+def _scalar(value, name):
+    "A finite real number as a float, or an error naming the argument."
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"`{name}` must be a real number, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"`{name}` must be finite (no NaN or inf), got {value}")
+    return float(value)
+
+def _check_count(value, name):
+    "A positive integer (bools and floats refused: a count is not a measurement)."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be a positive integer, got {value!r}")
+    if value < 1: raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+    return int(value)
+
 def _check_unit(value, name):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"`{name}` must be a real number in [0, 1], got {value!r}")
@@ -35,7 +56,9 @@ def _check_unit(value, name):
     return value
 
 def heavy_weight(t: int, c=None) -> float:
-    "The weight of Heavy-γ's plugged-in label for a data set of `t` points: `c`, or $t^{1/3}$ when `c` is None."
+    """The weight of Heavy-γ's plugged-in label for a data set of `t` points (a positive integer): `c`, or $t^{1/3}$
+    when `c` is None."""
+    t = _check_count(t, 't')
     if c is None: return float(t) ** (1.0 / 3.0)
     if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)):
         raise TypeError(f"`c` must be a positive number or None, got {c!r}")
@@ -86,13 +109,6 @@ def _ir_int(x_past, y_past, x_new):
     left = fitted[below].max() if below.any() else 0.0
     right = fitted[above].min() if above.any() else 1.0
     return (left + right) / 2.0
-
-def _scalar(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`{name}` must be a real number, got {value!r}")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"`{name}` must be finite (no NaN or inf), got {value}")
-    return float(value)
 
 def _past_and_new(x_past, y_past, x_new):
     x_past = as_float_array(x_past, 'x_past')
@@ -238,26 +254,29 @@ def _top_range(cum, lo, top, k):
 
 # %% ../nbs/05_forward.ipynb #c433bc48
 @njit(cache=True)
-def _ir_int_kernel(s0, w0, rest, P, Q, psum, pwt, pcs, pcs_lo, pcw, pcq, ssum, swt, scs, scs_lo, scw, scq):
-    """IR-Int and L*(D₋ᵢ). If other points share xᵢ, the fit of D₋ᵢ at xᵢ; else the mean of the fitted values of
-    the neighbours (0 and 1 beyond the ends): the two stack tops, or their pooled block if they violate."""
+def _ir_int_kernel(s0, w0, rest, P, Q, psum, pwt, pcs, pcs_lo, pcw, pcq, ssum, swt, scs, scs_lo, scw, scq, shift):
+    """IR-Int and L*(D₋ᵢ), on labels minus `shift`. If other points share xᵢ, the fit of D₋ᵢ at xᵢ; else the mean of
+    the fitted values of the neighbours (0 and 1 beyond the ends): the two stack tops, or their pooled block if they
+    violate."""
     if w0 > 0.0:
         S, W, a, b = _pool_around(s0, w0, P, Q, psum, pwt, pcs, pcs_lo, pcw, ssum, swt, scs, scs_lo, scw)
-        return S / W, rest - (pcq[P - a] + scq[Q - b] + S * S / W)
-    left = psum[P - 1] / pwt[P - 1] if P > 0 else 0.0
-    right = ssum[Q - 1] / swt[Q - 1] if Q > 0 else 1.0
+        return S / W + shift, rest - (pcq[P - a] + scq[Q - b] + S * S / W)
+    left = psum[P - 1] / pwt[P - 1] if P > 0 else -shift
+    right = ssum[Q - 1] / swt[Q - 1] if Q > 0 else 1.0 - shift
     if P == 0 or Q == 0 or left <= right:
-        return (left + right) / 2.0, rest - (pcq[P] + scq[Q])
+        return (left + right) / 2.0 + shift, rest - (pcq[P] + scq[Q])
     S, W, a, b = _pool_around(psum[P - 1] + ssum[Q - 1], pwt[P - 1] + swt[Q - 1], P - 1, Q - 1,
                               psum, pwt, pcs, pcs_lo, pcw, ssum, swt, scs, scs_lo, scw)
-    return S / W, rest - (pcq[P - 1 - a] + scq[Q - 1 - b] + S * S / W)
+    return S / W + shift, rest - (pcq[P - 1 - a] + scq[Q - 1 - b] + S * S / W)
 
 # %% ../nbs/05_forward.ipynb #1ecbd6d4
 @njit(cache=True)
-def _loo_kernel(ys, gstart, c, gamma, need_01, need_heavy, need_int, out):
+def _loo_kernel(ys, gstart, c, gamma, shift, need_01, need_heavy, need_int, out):
     """One pass over the groups of tied x (sorted): for every point i, ŷ⁰, ŷ¹, L₀*, L₁*, Heavy-γ, IR-Int and
     L*(D₋ᵢ), LSM into out[0..7, i]. The prefix stack (PAVA left to right) grows by one group per step; the suffix stack
-    (PAVA right to left) is prebuilt and rolled back one group per step from a log of the blocks each push popped."""
+    (PAVA right to left) is prebuilt and rolled back one group per step from a log of the blocks each push popped.
+    `ys` are the labels minus `shift` (plugged-in labels are shifted alike, fitted values shifted back), so the losses
+    Σy² − Σ sum²/weight cancel only the labels' spread about `shift`."""
     G = gstart.shape[0] - 1
     gs, gn = np.empty(G), np.empty(G)
     ssq = 0.0
@@ -301,20 +320,20 @@ def _loo_kernel(ys, gstart, c, gamma, need_01, need_heavy, need_int, out):
             s0, w0, rest = gs[g] - yi, gn[g] - 1.0, ssq - yi * yi
             if need_01:
                 for z in range(2):
-                    S, W, a, b = _pool_around(s0 + z, w0 + 1.0, P, Q, psum, pwt, pcs, pcs_lo, pcw,
+                    S, W, a, b = _pool_around(s0 + (z - shift), w0 + 1.0, P, Q, psum, pwt, pcs, pcs_lo, pcw,
                                               ssum, swt, scs, scs_lo, scw)
-                    out[z, i] = S / W
-                    out[2 + z, i] = rest + z - (pcq[P - a] + scq[Q - b] + S * S / W)
-                    # L_z* = (common terms) + z - gain_z: LSM from the gains avoids the large common terms
+                    out[z, i] = S / W + shift
+                    out[2 + z, i] = rest + (z - shift) ** 2 - (pcq[P - a] + scq[Q - b] + S * S / W)
+                    # L_z* = (common terms) + (z - shift)² - gain_z: LSM from the gains avoids the common terms
                     gain[z] = S * S / W - _top_range(pcq, pcq_lo, P, a) - _top_range(scq, scq_lo, Q, b)
-                out[7, i] = (gain[1] - gain[0]) / 2.0            # (1 + L0* - L1*)/2
+                out[7, i] = shift + (gain[1] - gain[0]) / 2.0    # (1 + L0* - L1*)/2
             if need_heavy:
-                S, W, a, b = _pool_around(s0 + c * gamma, w0 + c, P, Q, psum, pwt, pcs, pcs_lo, pcw,
+                S, W, a, b = _pool_around(s0 + c * (gamma - shift), w0 + c, P, Q, psum, pwt, pcs, pcs_lo, pcw,
                                           ssum, swt, scs, scs_lo, scw)
-                out[4, i] = S / W
+                out[4, i] = S / W + shift
             if need_int:
                 out[5, i], out[6, i] = _ir_int_kernel(s0, w0, rest, P, Q, psum, pwt, pcs, pcs_lo, pcw, pcq,
-                                                      ssum, swt, scs, scs_lo, scw, scq)
+                                                      ssum, swt, scs, scs_lo, scw, scq, shift)
         P = _pool_push(psum, pwt, pstart, P, gs[g], gn[g], g, 1.0)
         _set_totals(psum, pwt, pcs, pcs_lo, pcw, pcq, pcq_lo, P)
 
@@ -328,7 +347,8 @@ def _loo_sorted(x, y, c, gamma, needs):
     xs, ys = (x, y) if presorted else (x[order], y[order])
     gstart = np.concatenate(([0], np.flatnonzero(xs[1:] != xs[:-1]) + 1, [len(x)])).astype(np.intp)
     out = np.empty((8, len(x)))                          # rows not asked for by `needs` stay unset
-    _loo_kernel(ys, gstart, c, gamma, *needs, out)
+    shift = float(np.mean(ys))                           # losses are then sums of squares about the labels' mean
+    _loo_kernel(ys - shift, gstart, c, gamma, shift, *needs, out)
     if presorted: return out
     table = np.empty_like(out)
     table[:, order] = out
@@ -419,12 +439,12 @@ class ForwardLearner:
     def n_seen(self) -> int: return len(self._x)
 
     def predict(self, x) -> float:
-        return forward_predict(np.array(self._x), np.array(self._y), x, self.method, c=self.c, gamma=self.gamma,
-                               lam=self.lam)
+        "The prediction for the next instance `x` from all points seen so far."
+        return forward_predict(np.array(self._x), np.array(self._y), _scalar(x, 'x'), self.method, c=self.c,
+                               gamma=self.gamma, lam=self.lam)
 
     def update(self, x, y) -> "ForwardLearner":
-        x, y = _scalar(x, 'x'), _scalar(y, 'y')
-        _check_labels(np.array([y]))
+        x, y = _scalar(x, 'x'), _check_label(y, 'y')
         self._x.append(x)
         self._y.append(y)
         return self
@@ -439,6 +459,12 @@ class RegretResult(dict):
         except KeyError: raise AttributeError(name) from None
     def __dir__(self): return list(self.keys())
 
+def _rng(seed):
+    "`np.random.default_rng(seed)`, its errors naming `seed`."
+    try: return np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"`seed` must be None, a non-negative integer or a NumPy Generator/SeedSequence, got {seed!r}") from None
+
 def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None, c=None, gamma: float = 0.5,
                     lam: float = 0.5, progress: bool = True) -> RegretResult:
     """The random permutation model of Section 2 played by a forward algorithm, averaged over `n_perm` orders.
@@ -451,9 +477,8 @@ def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None
     """
     x, y = _check_data(x, y)
     _check_options(method, c, gamma, lam, len(x))
-    if not isinstance(n_perm, (int, np.integer)) or isinstance(n_perm, bool) or n_perm < 1:
-        raise ValueError(f"`n_perm` must be a positive integer, got {n_perm!r}")
-    T, rng = len(x), np.random.default_rng(seed)
+    n_perm = _check_count(n_perm, 'n_perm')
+    T, rng = len(x), _rng(seed)
     inc, r, loo = np.zeros((n_perm, T)), np.zeros((n_perm, T)), np.zeros((n_perm, T))
     bar = _progress(None, progress, f"regret ({method})", total=n_perm * T) if progress else None
     for p in range(n_perm):
@@ -480,8 +505,7 @@ def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None
 def segment_sequence(n: int):
     """The hard sequence of Section 4.5: t = n² points in n segments of n, segment k holding k ones then n − k
     zeros (so its isotonic level is k/n). Returns (x, y) with x = 0..t−1."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"`n` must be a positive integer, got {n!r}")
+    n = _check_count(n, 'n')
     k = np.repeat(np.arange(1, n + 1), n)
     y = (np.tile(np.arange(n), n) < k).astype(float)
     return np.arange(n * n, dtype=float), y

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .core import _pool_push, _scan_weights, _violates, as_float_array, check_increasing, not_finite_error
+from .core import _scan_weights, _violates, as_float_array, check_increasing, not_finite_error
 from .pava import Staircase
 from .convex import get_loss, _convex_fit_sorted
 
@@ -18,11 +18,21 @@ from .convex import get_loss, _convex_fit_sorted
 __all__ = ['merge_trace', 'OnlineIsotonic']
 
 # %% ../nbs/03_online.ipynb #77118a9b
+def _check_stream_weights(weights, n, data_name):
+    "`weights` as n finite non-negative floats (zeros allowed: such samples take their neighbours' level)."
+    w = as_float_array(weights, 'weights', check_finite=False)
+    if w.shape[0] != n: raise ValueError(f"length mismatch: `weights` has {w.shape[0]}, `{data_name}` has {n}")
+    bad, _ = _scan_weights(w)
+    if bad >= 0:
+        if not np.isfinite(w[bad]): raise not_finite_error('weights', w, bad)
+        raise ValueError(f"`weights` must be non-negative, found {w[bad]} at index {bad}")
+    return w
+
 def merge_trace(y, weights=None, *, increasing: bool = True) -> list[list[list[float]]]:
     """The online algorithm of Section V written plainly (squared loss): for every arrival, the list of states
     (fitted values of the samples so far) right after the arrival and after each join that follows."""
     y = as_float_array(y, 'y')
-    w = np.ones(len(y)) if weights is None else as_float_array(weights, 'weights')
+    w = np.ones(len(y)) if weights is None else _check_stream_weights(weights, len(y), 'y')
     sign = 1.0 if check_increasing(increasing) else -1.0
     groups, trace = [], []                                    # each group: [sum of w*y, sum of w, count]
     level = lambda g: g[0] / g[1] if g[1] > 0 else math.nan
@@ -39,48 +49,84 @@ def merge_trace(y, weights=None, *, increasing: bool = True) -> list[list[list[f
     return trace
 
 # %% ../nbs/03_online.ipynb #64c72f6f
-_SUM, _WT, _XLO, _XHI = range(4)
+_SUM, _WT, _XLO, _XHI, _PIV, _DEV, _LOSS = range(7)
 
 @njit(cache=True, inline='always')
-def _push(F, starts, top, n, s, w, x, tracked, sign):
-    "Push a group (s = Σw·y, weight w, first sample n, score x) onto the `top` blocks, joining violators; new top."
+def _pool_spread(wa, piva, deva, qa, wb, pivb, devb, qb):
+    """(pivot, Σw(y − pivot), ½Σw(y − mean)²) of two pooled groups a, b: Chan et al.'s update, on sums shifted by a
+    pivot so the means' difference keeps the digits of the data's spread, halved so that nothing overflows unless
+    the loss itself does."""
+    if wa == 0.0: return pivb, devb, qa + qb
+    if wb == 0.0: return piva, deva, qa + qb
+    half_gap = (0.5 * piva - 0.5 * pivb) + 0.5 * (deva / wa - devb / wb)    # (mean_a − mean_b) / 2
+    join = half_gap * math.sqrt(wa * (2.0 * wb / (wa + wb)))               # ½·(wa·wb/(wa+wb))·gap² = join²
+    return piva, deva + (devb + wb * (pivb - piva)), qa + qb + join * join
+
+@njit(cache=True, inline='always')
+def _seed(y, w, pivot):
+    "(pivot, shifted sum) of one sample: pivot NaN = the sample's own target (squared loss), else a fixed pivot."
+    if math.isnan(pivot): return y, 0.0
+    return pivot, w * (y - pivot)
+
+@njit(cache=True, inline='always')
+def _merge_down(F, starts, top, s, w, piv, dev, q, start, sign):
+    "Join group (s = Σw·y, w, pivot, shifted sum, half-loss, first sample) with the top blocks while they violate."
+    while top > 0 and _violates(F[_SUM, top - 1], F[_WT, top - 1], s, w, sign):
+        top -= 1
+        piv, dev, q = _pool_spread(F[_WT, top], F[_PIV, top], F[_DEV, top], F[_LOSS, top], w, piv, dev, q)
+        s += F[_SUM, top]
+        w += F[_WT, top]
+        start = starts[top]
+    return top, s, w, piv, dev, q, start
+
+@njit(cache=True, inline='always')
+def _push(F, starts, top, n, s, w, piv, dev, q, x, tracked, sign):
+    "Push a group (first sample n, score x) onto the `top` blocks, joining violators; the new top."
     if tracked: F[_XLO, top] = x
-    top = _pool_push(F[_SUM], F[_WT], starts, top, s, w, n, sign)
-    if tracked: F[_XHI, top - 1] = x
-    return top
+    top, s, w, piv, dev, q, start = _merge_down(F, starts, top, s, w, piv, dev, q, n, sign)
+    F[_SUM, top], F[_WT, top], F[_PIV, top], F[_DEV, top], F[_LOSS, top], starts[top] = s, w, piv, dev, q, start
+    if tracked: F[_XHI, top] = x
+    return top + 1
 
 @njit(cache=True)
-def _add_kernel(F, starts, top, n, s, w, x, tracked, sign):
-    return _push(F, starts, top, n, s, w, x, tracked, sign)
+def _add_kernel(F, starts, top, n, s, w, piv, dev, q, x, tracked, sign):
+    return _push(F, starts, top, n, s, w, piv, dev, q, x, tracked, sign)
 
 @njit(cache=True)
-def _extend_kernel(F, starts, top, n, ys, ws, xs, pend, sign, stats):
+def _virtual_top(F, starts, top, p, sign):
+    "The pending group p joined with the blocks (nothing written): (k, Σw·y, w, shifted sum, half-loss, first sample)."
+    k, s, w, piv, dev, q, start = _merge_down(F, starts, top, p[0], p[1], p[4], p[5], p[6], int(p[2]), sign)
+    return k, s, w, dev, q, start
+
+@njit(cache=True)
+def _extend_kernel(F, starts, top, n, ys, ws, xs, pend, sign, pivot, stats):
     """Add ys[k] (weights ws, scores xs; None: unit weights, no scores) until done or the arrays are full; returns
     (new top, samples consumed). With scores, the last score's samples wait in `pend` = [Σw·y, Σw, first index,
-    score] until a larger score commits them. stats: [total joins, most joins of one sample, Σw·y²]."""
+    score, pivot, shifted sum, half-loss] until a larger score commits them. stats: [total joins, most joins of one
+    sample]."""
     cap, k = F.shape[1], 0
     while k < ys.shape[0] and top + 2 < cap:
         w = 1.0 if ws is None else ws[k]
-        s = w * ys[k]
-        stats[2] += s * ys[k]
-        joins = 0
+        y = ys[k]
+        joins, (piv, dev) = 0, _seed(y, w, pivot)
         if xs is None:
-            new = _push(F, starts, top, n + k, s, w, 0.0, False, sign)
+            new = _push(F, starts, top, n + k, w * y, w, piv, dev, 0.0, 0.0, False, sign)
             joins, top = top + 1 - new, new
         elif pend[2] >= 0 and xs[k] == pend[3]:       # a tied score joins the pending group
-            pend[0], pend[1], joins = pend[0] + s, pend[1] + w, 1
+            pend[4], pend[5], pend[6] = _pool_spread(pend[1], pend[4], pend[5], pend[6], w, piv, dev, 0.0)
+            pend[0], pend[1], joins = pend[0] + w * y, pend[1] + w, 1
         else:
             if pend[2] >= 0:
-                new = _push(F, starts, top, int(pend[2]), pend[0], pend[1], pend[3], True, sign)
+                new = _push(F, starts, top, int(pend[2]), pend[0], pend[1], pend[4], pend[5], pend[6], pend[3],
+                            True, sign)
                 joins, top = top + 1 - new, new
-            pend[0], pend[1], pend[2], pend[3] = s, w, n + k, xs[k]
+            pend[0], pend[1], pend[2], pend[3], pend[4], pend[5], pend[6] = w * y, w, n + k, xs[k], piv, dev, 0.0
         stats[0] += joins
         stats[1] = max(stats[1], joins)
         k += 1
     return top, k
 
 # %% ../nbs/03_online.ipynb #f83d1fe8
-from .core import _merge_back
 from .convex import _CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _SQUARED_QUARTIC
 
 # %% ../nbs/03_online.ipynb #beb906e3
@@ -97,12 +143,31 @@ def _xlogy(a, b):
     "a·log(b) with 0·log(0) = 0."
     return np.where(a == 0, 0.0, a * np.log(np.where(a == 0, 1.0, b)))
 
+def _xlog1my(a, b):
+    "a·log(1 − b) with 0·log(0) = 0, through log1p: no digits lost for small b."
+    return np.where(a == 0, 0.0, a * np.log1p(-np.where(a == 0, 0.0, b)))
+
+def _logcosh(r):
+    "log cosh r without cancellation: log1p(2 sinh²(r/2)) near 0 (cosh r − 1 = 2 sinh²(r/2)), |r| − log 2 + … far out."
+    a = np.abs(r)
+    near = np.log1p(2.0 * np.sinh(np.minimum(a, 2.0) / 2.0) ** 2)
+    return np.where(a < 2.0, near, a - np.log(2.0) + np.log1p(np.exp(-2.0 * a)))
+
+def _pseudo_huber(r, d):
+    "δ²(√(1 + (r/δ)²) − 1) written as r²/(√(1 + (r/δ)²) + 1): no cancellation for small r, no overflow for large."
+    a = np.abs(r)
+    return a * (a / (np.hypot(1.0, r / d) + 1.0))
+
+def _half_squares(y, w, m):
+    "½·w·(y − m)² per sample, computed on halves so that it overflows only if the value does."
+    return ((0.5 * y - 0.5 * m) * np.sqrt(2.0 * w)) ** 2
+
 def _sample_losses(loss, m, y):
     "Per-sample loss l(m; y) of the losses without a closed-form block minimiser (identity link, r = m − y)."
     r, c, p = m - y, loss.code, loss.params[0]
-    if c == _LOGCOSH: return np.abs(r) + np.log1p(np.exp(-2 * np.abs(r))) - np.log(2.0)
-    if c == _PSEUDO_HUBER: return p * p * (np.sqrt(1 + (r / p) ** 2) - 1)
-    if c == _EXPECTILE: return 0.5 * np.where(r > 0, 1 - p, p) * r * r
+    if c == _LOGCOSH: return _logcosh(r)
+    if c == _PSEUDO_HUBER: return _pseudo_huber(r, p)
+    if c == _EXPECTILE: return 0.5 * np.where(r > 0, 1 - p, p) * np.abs(r) * np.abs(r)
     if c == _LP: return np.abs(r) ** p / p
     if c == _SQUARED_QUARTIC: return 0.5 * r * r + 0.25 * p * r ** 4
     if getattr(loss, 'value', None) is None:
@@ -110,6 +175,16 @@ def _sample_losses(loss, m, y):
     return np.vectorize(loss.value, otypes=[float])(m, y)
 
 # %% ../nbs/03_online.ipynb #b3229ff0
+def _spread_about(y, w, levels, starts):
+    """Per block of samples starts[b]..starts[b+1]-1: Σw(y − level) and ½Σw(y − mean)², the latter as the two-pass
+    corrected sum ½Σw(y − level)² − ½(Σw(y − level))²/Σw (the correction is tiny when level ≈ mean)."""
+    lv = np.repeat(levels, np.diff(starts))
+    dev = np.add.reduceat(w * (y - lv), starts[:-1])
+    W = np.add.reduceat(w, starts[:-1])
+    with np.errstate(invalid='ignore', divide='ignore'):
+        correction = np.where(W > 0, 0.5 * dev * (dev / W), 0.0)
+    return dev, np.add.reduceat(_half_squares(y, w, lv), starts[:-1]) - correction
+
 class OnlineIsotonic:
     """The optimal monotone fit of a stream whose samples arrive in score order (Section V), current after every
     sample.
@@ -126,18 +201,23 @@ class OnlineIsotonic:
 
     Samples are added with `add(y, weight=1.0, x=None)` or `extend(ys, weights=None, x=None)`. Scores `x` are
     optional; if the first sample has one, every sample must, and they must be non-decreasing (tied scores share
-    one block). Stored per block: sum w·y, sum w, first sample index and, with scores, first and last score.
+    one block). Stored per block: sum w·y, sum w, first sample index, with scores first and last score, and for the
+    squared loss a pivot target, the weighted sum of deviations from it and the block's ½Σw(y − mean)².
     A rejected sample (non-finite, negative weight, x going backwards, target outside the loss's domain) raises
     and leaves the state unchanged. Levels are on the mean scale; a stream whose weights are all zero has NaN levels.
     """
     def __init__(self, loss='squared', *, increasing: bool = True):
         self.loss, self.increasing = get_loss(loss), check_increasing(increasing)
         self._sign, self._general = (1.0 if self.increasing else -1.0), not self.loss.closed_form
-        self._F, self._starts = np.empty((4, 16)), np.empty(16, np.intp)
+        # the shifted sums Σw(y − pivot): about each block's own targets (squared: the spread about the mean), or
+        # about 1 for the log-loss (Σw(1 − y), exact however close the mean is to 1)
+        self._pivot = 1.0 if self.loss.code == _LOGLOSS else math.nan
+        self._F, self._starts = np.empty((7, 16)), np.empty(16, np.intp)
         self._ys, self._ws, self._lv = np.empty(16 if self._general else 0), np.empty(16 if self._general else 0), np.empty(16)
         self._n = self._top = 0
-        self._tracked, self._last_x, self._q = None, -math.inf, 0.0
-        self._pend = [0.0, 0.0, -1, 0.0]         # scores only: the latest score's samples (Σw·y, Σw, first, score)
+        self._tracked, self._last_x = None, -math.inf
+        # scores only: the latest score's samples (Σw·y, Σw, first, score, pivot, shifted sum, half-loss)
+        self._pend = [0.0, 0.0, -1, 0.0, 0.0, 0.0, 0.0]
         self.n_merges = self.max_merges = 0      # total joins so far, most joins caused by one sample
 
     # ---------------------------------------------------------------- capacity and validation
@@ -146,7 +226,7 @@ class OnlineIsotonic:
         cap = self._F.shape[1]
         if blocks > cap:
             cap = max(blocks, 2 * cap)
-            F, st, lv = np.empty((4, cap)), np.empty(cap, np.intp), np.empty(cap)
+            F, st, lv = np.empty((7, cap)), np.empty(cap, np.intp), np.empty(cap)
             F[:, :self._top], st[:self._top], lv[:self._top] = self._F[:, :self._top], self._starts[:self._top], self._lv[:self._top]
             self._F, self._starts, self._lv = F, st, lv
         if self._general and samples > self._ys.shape[0]:
@@ -179,6 +259,7 @@ class OnlineIsotonic:
             x = _real(x, 'x')
             if self._n: self._check_x(x)
         top, n, joins = self._top, self._n, 0
+        piv, dev = _seed(y, w, self._pivot)
         if self._general:
             self._reserve(top + 2, n + 1)
             self._ys[n], self._ws[n] = y, w
@@ -186,15 +267,15 @@ class OnlineIsotonic:
             if self._general: new = self._join_general(n, n + 1, 0.0, False, True)[0]
             else:
                 if top + 2 > self._F.shape[1]: self._reserve(top + 2)
-                new = _add_kernel(self._F, self._starts, top, n, w * y, w, 0.0, False, self._sign)
+                new = _add_kernel(self._F, self._starts, top, n, w * y, w, piv, dev, 0.0, 0.0, False, self._sign)
             joins, self._top = top + 1 - new, new
         elif n and x == self._last_x:                   # a tied score joins the pending group
             p = self._pend
+            p[4], p[5], p[6] = _pool_spread(p[1], p[4], p[5], p[6], w, piv, dev, 0.0)
             p[0], p[1], joins = p[0] + w * y, p[1] + w, 1
         else:
             if self._pend[2] >= 0: joins = self._commit()
-            self._pend = [w * y, w, n, x]
-        self._q += w * y * y
+            self._pend = [w * y, w, n, x, piv, dev, 0.0]
         self._n, self._tracked = n + 1, tracked
         if tracked: self._last_x = x
         self.n_merges += joins
@@ -202,12 +283,12 @@ class OnlineIsotonic:
 
     def _commit(self):
         "Push the pending group (the latest score's samples) for good; returns the joins."
-        s, w, start, x = self._pend
+        s, w, start, x, piv, dev, q = self._pend
         top = self._top
         if self._general: new = self._join_general(start, self._n, x, True, True)[0]
         else:
             self._reserve(top + 2)
-            new = _add_kernel(self._F, self._starts, top, start, s, w, x, True, self._sign)
+            new = _add_kernel(self._F, self._starts, top, start, s, w, piv, dev, q, x, True, self._sign)
         self._top = new
         return top + 1 - new
 
@@ -215,13 +296,7 @@ class OnlineIsotonic:
         "Add a batch of samples in order (one Numba call for the weighted-mean losses); returns self."
         ys = as_float_array(ys, 'ys')
         m = ys.shape[0]
-        w = None if weights is None else as_float_array(weights, 'weights', check_finite=False)
-        if w is not None:
-            if w.shape[0] != m: raise ValueError(f"length mismatch: `weights` has {w.shape[0]}, `ys` has {m}")
-            bad, _ = _scan_weights(w)
-            if bad >= 0:
-                if not np.isfinite(w[bad]): raise not_finite_error('weights', w, bad)
-                raise ValueError(f"`weights` must be non-negative, found {w[bad]} at index {bad}")
+        w = None if weights is None else _check_stream_weights(weights, m, 'ys')
         self.loss.check_targets(ys, 'ys')
         tracked = self._x_mode(x is not None)
         xs = None
@@ -235,15 +310,15 @@ class OnlineIsotonic:
         if self._general:
             for k in range(m): self.add(ys[k], 1.0 if w is None else w[k], x=None if xs is None else xs[k])
             return self
-        stats, pend, k = np.zeros(3), np.array(self._pend, float), 0
+        stats, pend, k = np.zeros(2), np.array(self._pend, float), 0
         while k < m:
             self._reserve(self._top + 3)
             self._top, used = _extend_kernel(self._F, self._starts, self._top, self._n + k, ys[k:],
                                              None if w is None else w[k:], None if xs is None else xs[k:],
-                                             pend, self._sign, stats)
+                                             pend, self._sign, self._pivot, stats)
             k += used
-        self._n, self._tracked, self._q = self._n + m, tracked, self._q + stats[2]
-        if tracked: self._pend, self._last_x = [pend[0], pend[1], int(pend[2]), pend[3]], float(xs[-1])
+        self._n, self._tracked = self._n + m, tracked
+        if tracked: self._pend, self._last_x = [*pend[:2], int(pend[2]), *pend[3:]], float(xs[-1])
         self.n_merges += int(stats[0])
         self.max_merges = max(self.max_merges, int(stats[1]))
         return self
@@ -285,13 +360,20 @@ class OnlineIsotonic:
             b = np.append(self._starts[:top], n)
             lo, hi = (F[_XLO, :top], F[_XHI, :top]) if self._tracked else (b[:-1].astype(float), b[1:] - 1.0)
             return base.copy(), F[_WT, :top].copy(), b, lo.copy(), hi.copy()
-        s, w, start, x = self._pend                       # join the pending group virtually (nothing is written)
+        start, x = self._pend[2], self._pend[3]            # join the pending group virtually (nothing is written)
         if self._general: k, start, w, level = self._join_general(start, n, x, True, False); k -= 1
         else:
-            k, s, w, start = _merge_back(F[_SUM], F[_WT], self._starts, top, s, w, start, self._sign)
+            k, s, w, _, _, start = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign)
             level = s / w if w != 0 else math.nan
         return (np.append(base[:k], level), np.append(F[_WT, :k], w), np.append(self._starts[:k], [start, n]),
                 np.append(F[_XLO, :k], F[_XLO, k] if k < top else x), np.append(F[_XHI, :k], x))
+
+    def _spreads(self):
+        "(Σw(y − pivot), ½Σw(y − mean)²) of each block of the current fit, the pending group joined virtually."
+        top, F = self._top, self._F
+        if not (self._tracked and self._pend[2] >= 0): return F[_DEV, :top].copy(), F[_LOSS, :top].copy()
+        k, _, _, dev, q, _ = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign)
+        return np.append(F[_DEV, :k], dev), np.append(F[_LOSS, :k], q)
 
     @property
     def n_blocks(self) -> int:
@@ -319,20 +401,28 @@ class OnlineIsotonic:
 
     def current_loss(self) -> float:
         """Σ w·l(fit; y) of the current fit: ½Σw(y − f)² (squared), cross-entropy in nats (log-loss), Σw(f − y log f)
-        (Poisson), Σw(log f + y/f) (gamma) — O(blocks) from the block sums; other losses: O(n) over the samples."""
+        (Poisson), Σw(log f + y/f) (gamma) — O(blocks) from the block sums; other losses: O(n) over the samples.
+        Never a difference of large sums: each block's squared loss is kept about its own mean, the other losses are
+        summed term by term (`math.fsum`) from forms without cancellation."""
         if self._general:
             f, y, w = self.fitted_values(), self._ys[:self._n], self._ws[:self._n]
             keep = w > 0
-            return float(np.sum(w[keep] * _sample_losses(self.loss, f[keep], y[keep])))
+            return math.fsum(w[keep] * _sample_losses(self.loss, f[keep], y[keep]))
+        c = self.loss.code
+        if c not in (_LOGLOSS, _POISSON, _GAMMA):
+            total = math.fsum(self._spreads()[1])
+            if math.isnan(total):
+                raise ValueError("the squared loss needs the targets: pass `y` to `from_fit` (a stream pickled by an "
+                                 "older isocal does not know its loss either)")
+            return total
         levels, W, _, _, _ = self._blocks()
         keep = W > 0
         m, W = levels[keep], W[keep]
-        S, c = m * W, self.loss.code
-        if c == _LOGLOSS: return float(-np.sum(_xlogy(S, m) + _xlogy(W - S, 1 - m)))
-        if c == _POISSON: return float(np.sum(W * m - _xlogy(S, m)))
-        if c == _GAMMA: return float(np.sum(W * np.log(m) + S / m))
-        if math.isnan(self._q): raise ValueError("the squared loss needs the targets: pass `y` to `from_fit`")
-        return float(max(0.5 * (self._q - np.sum(S * m)), 0.0))
+        S = m * W
+        if c == _LOGLOSS: terms = (-_xlogy(S, m), -_xlog1my(-self._spreads()[0][keep], m))
+        elif c == _POISSON: terms = (W * m, -_xlogy(S, m))
+        else: terms = (W * np.log(m), S / m)
+        return math.fsum(np.concatenate(terms))
 
     def __repr__(self):
         return (f"OnlineIsotonic({self.loss}, {'increasing' if self.increasing else 'decreasing'}: "
@@ -349,8 +439,22 @@ class OnlineIsotonic:
     def __setstate__(self, d):
         self.__dict__.update(d)
         top, F, st, lv = self._top, self._F, self._starts, self._lv
-        self._F, self._starts, self._lv = np.empty((4, top + 2)), np.empty(top + 2, np.intp), np.empty(top + 2)
-        self._F[:, :top], self._starts[:top], self._lv[:top] = F, st, lv
+        self._F, self._starts, self._lv = np.empty((7, top + 2)), np.empty(top + 2, np.intp), np.empty(top + 2)
+        self._F[:F.shape[0], :top], self._starts[:top], self._lv[:top] = F, st, lv
+        if F.shape[0] == 4: self._upgrade_v1()
+
+    def _upgrade_v1(self):
+        "A stream pickled by an older version (4 rows, Σwy² in `_q`): its fit continues, its squared loss is unknown."
+        top, F = self._top, self._F
+        self.__dict__.pop('_q', None)
+        self._pivot = 1.0 if self.loss.code == _LOGLOSS else math.nan
+        with np.errstate(invalid='ignore', divide='ignore'):
+            F[_PIV, :top] = F[_SUM, :top] / F[_WT, :top] if math.isnan(self._pivot) else 1.0
+        F[_DEV, :top] = 0.0 if math.isnan(self._pivot) else F[_SUM, :top] - F[_WT, :top]
+        F[_LOSS, :top] = math.nan
+        s, w = self._pend[0], self._pend[1]
+        self._pend = list(self._pend[:4]) + ([s / w if w else 0.0, 0.0, math.nan] if math.isnan(self._pivot)
+                                             else [1.0, s - w, math.nan])
 
     @classmethod
     def from_fit(cls, fit, y=None, weights=None, *, x=None, loss='squared', increasing: bool = True) -> "OnlineIsotonic":
@@ -358,9 +462,12 @@ class OnlineIsotonic:
         samples, with the same `loss` and direction). The weighted-mean losses need only the fit (plus `y` and
         `weights` for the squared loss's `current_loss`); other losses need the samples `y`, `weights`. `x`: the
         samples' non-decreasing scores, to track scores (tied scores must lie in one block); later scores must then
-        exceed the fit's last score."""
+        exceed the fit's last score. `weights` must sum, block by block, to `fit.weights`."""
+        if not all(hasattr(fit, a) for a in ('x', 'weights', 'blocks')):
+            raise TypeError(f"`fit` must be the result of `isotonic_regression` or `isotonic_convex`, got {type(fit).__name__}")
         self = cls(loss, increasing=increasing)
         fitted, W = as_float_array(fit.x, 'fit.x', allow_empty=False), as_float_array(fit.weights, 'fit.weights')
+        if np.any(W < 0): raise ValueError(f"`fit.weights` must be non-negative, found {W[np.argmax(W < 0)]}")
         starts = np.asarray(fit.blocks, np.intp)
         n = fitted.shape[0]
         if len(starts) != len(W) + 1 or starts[0] != 0 or starts[-1] != n or np.any(np.diff(starts) <= 0):
@@ -372,12 +479,19 @@ class OnlineIsotonic:
             y = as_float_array(y, 'y')
             if y.shape[0] != n: raise ValueError(f"length mismatch: `y` has {y.shape[0]}, `fit.x` has {n}")
             self.loss.check_targets(y, 'y')
-            w = np.ones(n) if weights is None else as_float_array(weights, 'weights')
-            if w.shape[0] != n or np.any(w < 0): raise ValueError("`weights` must be n non-negative weights")
+            w = np.ones(n) if weights is None else _check_stream_weights(weights, n, 'y')
+            if not np.allclose(np.add.reduceat(w, starts[:-1]), W, rtol=1e-9, atol=0.0):
+                raise ValueError("`weights` do not sum, block by block, to `fit.weights`: pass the weights of the fit")
+        elif weights is not None: raise ValueError("`weights` given without `y`: pass the samples' targets `y` too")
         elif self._general: raise ValueError(f"`y` is required: {self.loss} keeps the samples to re-solve joined blocks")
         nb = len(W)
         self._reserve(nb + 2, n + 1)
         self._F[_SUM, :nb], self._F[_WT, :nb], self._starts[:nb], self._lv[:nb] = levels * W, W, starts[:-1], levels
+        self._F[_PIV, :nb], self._F[_DEV, :nb], self._F[_LOSS, :nb] = levels, 0.0, math.nan
+        if y is not None: self._F[_DEV, :nb], self._F[_LOSS, :nb] = _spread_about(y, w, levels, starts)
+        if self.loss.code == _LOGLOSS:
+            self._F[_PIV, :nb] = 1.0
+            self._F[_DEV, :nb] = -W * (1 - levels) if y is None else np.add.reduceat(w * (y - 1), starts[:-1])
         if x is not None:
             xs = as_float_array(x, 'x')
             if xs.shape[0] != n or np.any(np.diff(xs) < 0): raise ValueError("`x` must be n non-decreasing scores")
@@ -386,5 +500,4 @@ class OnlineIsotonic:
             self._F[_XLO, :nb], self._F[_XHI, :nb], self._last_x = xs[starts[:-1]], xs[starts[1:] - 1], float(xs[-1])
         if self._general: self._ys[:n], self._ws[:n] = y, w
         self._n, self._top, self._tracked = n, nb, x is not None
-        self._q = float(np.dot(w, y * y)) if y is not None else math.nan
         return self

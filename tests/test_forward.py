@@ -305,3 +305,108 @@ def test_progress_bars_do_not_change_results(capsys):
     b = simulate_regret(x, y, "ir-int", n_perm=2, seed=0, progress=False)
     np.testing.assert_array_equal(a.regret, b.regret)
     assert "regret (ir-int)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- issue 12: arguments named as the user passed them
+from fractions import Fraction  # noqa: E402
+
+from isocal.forward import heavy_weight  # noqa: E402
+
+
+@pytest.mark.parametrize("call, err, text", [
+    (lambda: heavy_weight(-1), ValueError, "`t` must be a positive integer, got -1"),
+    (lambda: heavy_weight(0), ValueError, "`t` must be a positive integer, got 0"),
+    (lambda: heavy_weight(2.5), TypeError, "`t` must be a positive integer, got 2.5"),
+    (lambda: heavy_weight("a"), TypeError, "`t` must be a positive integer, got 'a'"),
+    (lambda: heavy_weight(True), TypeError, "`t` must be a positive integer, got True"),
+    (lambda: heavy_weight(5, c="x"), TypeError, "`c`"),
+    (lambda: ForwardLearner().predict(np.nan), ValueError, "`x` must be finite"),
+    (lambda: ForwardLearner().predict("a"), TypeError, "`x` must be a real number"),
+    (lambda: ForwardLearner("lsm").update(0.0, 1.5), ValueError, "`y` must lie in [0, 1], got 1.5"),
+    (lambda: simulate_regret([0., 1.], [0., 1.], seed=-1, progress=False), ValueError, "`seed`"),
+    (lambda: simulate_regret([0., 1.], [0., 1.], seed="a", progress=False), TypeError, "`seed`"),
+    (lambda: simulate_regret([0., 1.], [0., 1.], n_perm=2.0, progress=False), TypeError, "`n_perm`"),
+    (lambda: segment_sequence(2.0), TypeError, "`n`"),
+])
+def test_messages_name_the_users_argument(call, err, text):
+    with pytest.raises(err) as info:
+        call()
+    assert text in str(info.value), str(info.value)
+    assert "x_new" not in str(info.value) and "index 0" not in str(info.value)
+
+
+@given(st.integers(-10, 10**7))
+def test_heavy_weight_domain(t):
+    "Defined exactly on the positive integers, where it is the real cube root t^(1/3)."
+    if t < 1:
+        with pytest.raises(ValueError, match="`t`"):
+            heavy_weight(t)
+    else:
+        v = heavy_weight(t)
+        assert isinstance(v, float) and v > 0 and v ** 3 == pytest.approx(t, rel=1e-14)
+
+
+# ---------------------------------------------------------------- issue 12: losses without cancellation
+def exact_isotonic_loss(y):
+    "L* of labels y (already in x order, no ties) by PAVA in exact rational arithmetic."
+    blocks = []                                            # [sum, count, sum of squares]
+    for v in (Fraction(float(u)) for u in y):
+        blocks.append([v, 1, v * v])
+        while len(blocks) > 1 and blocks[-2][0] * blocks[-1][1] >= blocks[-1][0] * blocks[-2][1]:
+            s, n, q = blocks.pop()
+            blocks[-1] = [blocks[-1][0] + s, blocks[-1][1] + n, blocks[-1][2] + q]
+    return sum(q - s * s / n for s, n, q in blocks)
+
+
+shifted_labels = st.tuples(st.integers(4, 25), st.integers(0, 2**32 - 1),
+                           st.sampled_from([0.0, 0.5, 1.0 - 2.0 ** -20, 1.0]), st.sampled_from([1e-12, 1e-7, 1e-3, 0.5]))
+
+
+def make_shifted(t, seed, centre, spread):
+    rng = np.random.default_rng(seed)
+    y = np.clip(centre + spread * (rng.random(t) - 0.5), 0.0, 1.0)
+    return np.arange(t, dtype=float), y
+
+
+@given(shifted_labels)
+def test_loo_losses_exact_for_labels_close_together(data):
+    """L*(D₋ᵢ), L₀*, L₁* of `loo_all` against exact rational PAVA, for labels clustered around a value (spread down to
+    1e-12): error ≤ 1e-9 × the loss plus 64 eps × Σ(label − ȳ)² over the configuration's labels, ȳ the mean of the
+    data's labels — rounding at the scale of the labels' spread about their mean, not of Σy² (before the fix the
+    error was eps·Σy²). A plugged-in label far from ȳ (0 or 1 into labels near 0.5) keeps its own (z − ȳ)² term."""
+    t, seed, centre, spread = data
+    x, y = make_shifted(t, seed, centre, spread)
+    res = loo_all(x, y)
+    ybar = Fraction(float(np.mean(y)))
+    for i in range(0, t, max(1, t // 5)):
+        rest = np.delete(y, i)
+        for key, labels in (("L_minus", rest), ("L0", np.insert(rest, i, 0.0)), ("L1", np.insert(rest, i, 1.0))):
+            exact = exact_isotonic_loss(labels)
+            spread2 = sum((Fraction(float(v)) - ybar) ** 2 for v in labels)
+            assert abs(Fraction(float(res[key][i])) - exact) <= Fraction(1, 10**9) * exact \
+                + 64 * Fraction(2.0 ** -52) * spread2 + Fraction(1e-300), (key, i, float(res[key][i]), float(exact))
+
+
+@given(shifted_labels, st.sampled_from(["ir-int", "lsm", "log-ivap"]), st.sampled_from(["squared", "entropic"]))
+def test_excess_loo_exact_for_labels_close_together(data, method, loss):
+    "excess_loo against the exact sum of per-point differences at the returned predictions (mpmath for logs)."
+    import mpmath
+    mpmath.mp.dps = 50
+    t, seed, centre, spread = data
+    x, y = make_shifted(t, seed, centre, spread)
+    pred = loo_predictions(x, y, method)
+    fitted = isotonic_regression(y).x
+    if loss == "squared":
+        exact = (sum((Fraction(float(a)) - Fraction(float(p))) ** 2 for a, p in zip(y, pred))
+                 - exact_isotonic_loss(y)) / t
+        size = sum((Fraction(float(a)) - Fraction(float(p))) ** 2 for a, p in zip(y, pred)) / t
+        assert abs(Fraction(excess_loo(x, y, method)) - exact) <= Fraction(1, 10**9) * size * Fraction(1, 10**3) \
+            + Fraction(1, 10**12) * abs(exact) + Fraction(1e-300)
+    else:
+        if np.any((pred <= 0) | (pred >= 1)): return
+        ent = lambda a, p: -(a * mpmath.log(p) if a else 0) - ((1 - a) * mpmath.log(1 - p) if a != 1 else 0)
+        terms = [ent(mpmath.mpf(float(a)), mpmath.mpf(float(p))) - ent(mpmath.mpf(float(a)), mpmath.mpf(float(f)))
+                 for a, p, f in zip(y, pred, fitted)]
+        exact = mpmath.fsum(terms) / t
+        got = excess_loo(x, y, method, loss="entropic")
+        assert abs(mpmath.mpf(got) - exact) <= 1e-10 * abs(exact) + mpmath.mpf(1e-300), (got, exact)

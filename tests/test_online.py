@@ -4,6 +4,7 @@ References (no expected value below was produced by the online code): the paper'
 offline fits `isotonic_regression`, `isotonic_convex` and `fit_staircase(..., ties="secondary")` of every prefix.
 """
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -253,3 +254,176 @@ def test_bad_constructor_arguments():
         OnlineIsotonic('hinge')
     with pytest.raises(TypeError, match='`increasing`'):
         OnlineIsotonic(increasing='yes')
+
+
+# ---------------------------------------------------------------- issue 12: current_loss without cancellation
+from fractions import Fraction  # noqa: E402
+
+import mpmath  # noqa: E402
+
+from isocal.convex import Lp, SquaredQuartic  # noqa: E402
+
+
+def exact_half_squared(y, w, starts):
+    "½ Σ w (y − mean)² over the blocks starts[b]..starts[b+1]-1 of the fit, each about its exact mean, in rationals."
+    total = Fraction(0)
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        yb = [Fraction(float(v)) for v in y[lo:hi]]
+        wb = [Fraction(float(v)) for v in w[lo:hi]]
+        W = sum(wb)
+        if W == 0: continue
+        mean = sum(a * b for a, b in zip(wb, yb)) / W
+        total += sum(b * (a - mean) ** 2 for a, b in zip(yb, wb)) / 2
+    return total
+
+
+def test_current_loss_reported_cases():
+    assert OnlineIsotonic().extend([1e9 + 1, 1e9]).current_loss() == pytest.approx(0.25, rel=1e-15)
+    ys = 1e8 + np.random.default_rng(1).normal(size=1000)
+    s = OnlineIsotonic().extend(ys)
+    exact = exact_half_squared(ys, np.ones(1000), s.block_starts)
+    assert abs(Fraction(s.current_loss()) - exact) <= Fraction(1, 10**12) * exact
+    # ½((1e155 − 5e154)² + (0 − 5e154)²) = 2.5e309 exceeds the largest float: the rounded value is inf, not nan
+    assert OnlineIsotonic().extend([1e155, 0.]).current_loss() == np.inf
+    # ½ · 2 · (7.5e153)² = 5.625e307 is representable although y² overflows
+    assert OnlineIsotonic().extend([1.5e154, 0.]).current_loss() == pytest.approx(5.625e307, rel=1e-15)
+
+
+shifted_streams = st.integers(1, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(-6, 6), min_size=n, max_size=n),
+    st.lists(st.sampled_from([0.0, 0.25, 1.0, 3.0]), min_size=n, max_size=n),
+    st.lists(st.integers(0, 3), min_size=n, max_size=n),
+    st.sampled_from([0.0, 1e8, -1e9, 2.0 ** 52, 1e15, 3e200, 1e-140]),
+    st.sampled_from([1e-150, 1e-3, 1.0, 1e150, 2.0 ** -30]),
+    st.booleans(), st.sampled_from(['none', 'scores', 'from_fit'])))
+
+
+@given(shifted_streams)
+def test_squared_current_loss_exact_on_shifted_huge_tiny(data):
+    k, w, dx, shift, scale, increasing, mode = data
+    y, w = shift + scale * np.array(k, float), np.array(w)
+    x = np.cumsum(dx).astype(float)
+    if mode == 'from_fit':
+        half = len(y) // 2 + 1
+        s = OnlineIsotonic.from_fit(isotonic_regression(y[:half], w[:half], increasing=increasing), y[:half],
+                                    w[:half], increasing=increasing).extend(y[half:], w[half:])
+    else:
+        s = OnlineIsotonic(increasing=increasing)
+        for i in range(len(y)):
+            s.add(y[i], w[i], x=x[i] if mode == 'scores' else None)
+            exact = exact_half_squared(y[:i + 1], w[:i + 1], s.block_starts)
+            assert abs(Fraction(s.current_loss()) - exact) <= Fraction(1, 10**12) * exact + Fraction(1e-300)
+    exact = exact_half_squared(y, w, s.block_starts)
+    assert abs(Fraction(s.current_loss()) - exact) <= Fraction(1, 10**12) * exact + Fraction(1e-300)
+
+
+def mp_sample_loss(name, f, y):
+    """One sample's loss l(f; y) at 60 digits from its textbook formula, with the size of that formula's summands
+    (Σ|summand|: the loss's own conditioning at (f, y), e.g. Poisson's f − y log f cancels near f = y = e)."""
+    f, y = mpmath.mpf(float(f)), mpmath.mpf(float(y))
+    if name == 'logloss':
+        parts = (-(y * mpmath.log(f)) if y else 0, -((1 - y) * mpmath.log(1 - f)) if y != 1 else 0)
+    elif name == 'poisson': parts = (f, -(y * mpmath.log(f)) if y else 0)
+    elif name == 'gamma': parts = (mpmath.log(f), y / f)
+    else:
+        r = f - y
+        parts = ({'logcosh': lambda: mpmath.log(mpmath.cosh(r)),
+                  'huber': lambda: 0.25 * (mpmath.sqrt(1 + (r / 0.5) ** 2) - 1),
+                  'expectile': lambda: 0.5 * (0.7 if r > 0 else 0.3) * r * r,
+                  'lp': lambda: abs(r) ** mpmath.mpf(1.5) / mpmath.mpf(1.5),
+                  'quartic': lambda: 0.5 * r * r + 0.25 * 2.0 * r ** 4}[name](),)
+    return mpmath.fsum(parts), mpmath.fsum(abs(v) for v in parts)
+
+
+LOSS_OBJECTS = {'logloss': 'logloss', 'poisson': 'poisson', 'gamma': 'gamma', 'logcosh': 'logcosh',
+                'huber': PseudoHuber(0.5), 'expectile': Expectile(0.3), 'lp': Lp(1.5), 'quartic': SquaredQuartic(2.0)}
+
+
+@pytest.mark.parametrize('name', sorted(LOSS_OBJECTS))
+@given(st.lists(st.integers(0, 8), min_size=1, max_size=12), st.sampled_from([1e-12, 1e-6, 1.0, 1e3]),
+       st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=12, max_size=12), st.booleans(),
+       st.sampled_from(['extend', 'scores', 'from_fit']))
+def test_every_loss_current_loss_matches_high_precision(name, k, scale, w, increasing, mode):
+    """Σ w·l(f; y) at the reported fitted values, summed sample by sample at 60 digits: agreement to 1e-12 relative
+    to the size of the formula's summands (the loss's own conditioning), with targets close to each other (tiny residuals) and to the domain's
+    edge (log-loss near 0 and 1)."""
+    mpmath.mp.dps = 60
+    k = np.array(k, float)
+    y = {'logloss': k * scale / (8 * max(scale, 1.0)), 'poisson': k * scale, 'gamma': (k + 1) * scale}.get(name, k * scale)
+    if name == 'logloss' and scale == 1e3: y = 1 - y * 1e-9            # targets just below 1
+    w = np.array(w[:len(y)])
+    loss = LOSS_OBJECTS[name]
+    if mode == 'extend': s = OnlineIsotonic(loss, increasing=increasing).extend(y, w)
+    elif mode == 'scores':                                   # tied scores: pairs of samples share a score
+        s = OnlineIsotonic(loss, increasing=increasing).extend(y, w, x=np.arange(len(y)) // 2)
+    else:
+        half = len(y) // 2 + 1
+        first = isotonic_convex(loss, y[:half], w[:half], increasing=increasing) if sum(w[:half]) > 0 else None
+        if first is None: return
+        s = OnlineIsotonic.from_fit(first, y[:half], w[:half], loss=loss, increasing=increasing).extend(y[half:], w[half:])
+    f = s.fitted_values()
+    terms = [(mpmath.mpf(float(wi)) * v, mpmath.mpf(float(wi)) * a)
+             for yi, wi, fi in zip(y, w, f) if wi > 0 for v, a in [mp_sample_loss(name, fi, yi)]]
+    exact, size = mpmath.fsum(t for t, _ in terms), mpmath.fsum(a for _, a in terms)
+    assert abs(mpmath.mpf(s.current_loss()) - exact) <= 1e-12 * size + mpmath.mpf(1e-300)
+
+
+# ---------------------------------------------------------------- issue 12: merge_trace input checks
+@pytest.mark.parametrize('args, msg', [
+    (([3., 1., 2.], [1., 1.]), 'length mismatch: `weights` has 2, `y` has 3'),
+    (([3., 1.], [1., 1., 1.]), 'length mismatch: `weights` has 3, `y` has 2'),
+    (([3., 1.], [1., -1.]), '`weights` must be non-negative, found -1.0 at index 1'),
+    (([3., 1.], [1., np.nan]), '`weights` must be finite'),
+    (([3., np.inf], None), '`y` must be finite'),
+    ((['a', 'b'], None), '`y` must hold real numbers'),
+])
+def test_merge_trace_rejects_bad_input(args, msg):
+    with pytest.raises(ValueError if 'real numbers' not in msg else TypeError, match=re.escape(msg)):
+        merge_trace(*args)
+
+
+@given(st.lists(st.floats(-5, 5), min_size=0, max_size=8), st.lists(st.floats(-2, 2), min_size=0, max_size=8))
+def test_merge_trace_accepts_exactly_the_valid_weights(y, w):
+    "Valid (same length, all ≥ 0) weights give the offline fit as the last state; anything else raises."
+    if len(w) != len(y) or any(v < 0 for v in w):
+        with pytest.raises(ValueError, match='`weights`'):
+            merge_trace(y, w)
+    elif y and sum(w) > 0:
+        last = merge_trace(y, w)[-1][-1]
+        ref = isotonic_regression(y, np.array(w)).x
+        mask = np.array(w) > 0
+        np.testing.assert_allclose(np.array(last)[mask], ref[mask], rtol=1e-12, atol=1e-12)
+
+
+def test_from_fit_weights_without_targets_rejected():
+    with pytest.raises(ValueError, match='`weights`.*`y`'):
+        OnlineIsotonic.from_fit(isotonic_regression([1., 2.]), weights=[1., 1.])
+
+
+def test_from_fit_weight_messages_name_the_argument():
+    fit = isotonic_regression([1., 2.])
+    with pytest.raises(ValueError, match=re.escape('length mismatch: `weights` has 3, `y` has 2')):
+        OnlineIsotonic.from_fit(fit, [1., 2.], [1., 1., 1.])
+    with pytest.raises(ValueError, match=re.escape('`weights` must be non-negative, found -1.0 at index 0')):
+        OnlineIsotonic.from_fit(fit, [1., 2.], [-1., 1.])
+
+
+@pytest.mark.parametrize('loss', ['squared', 'logloss'])
+def test_stream_pickled_by_the_previous_layout_continues(loss):
+    "The 4-row state of earlier versions (Σwy² kept in `_q`) loads: the fit continues; the squared loss says it is unknown."
+    y = [0.2, 0.9, 0.1, 0.5, 0.7]
+    s = OnlineIsotonic(loss).extend(y[:3], x=[0., 1., 1.])
+    d = s.__getstate__()
+    d['_F'], d['_pend'], d['_q'] = d['_F'][:4], d['_pend'][:4], 1.0
+    del d['_pivot']
+    old = OnlineIsotonic.__new__(OnlineIsotonic)
+    old.__setstate__(d)
+    old.extend(y[3:], x=[2., 3.])
+    ref = fit_staircase(np.array([0., 1., 1., 2., 3.]), np.array(y), np.ones(5), loss=loss)
+    np.testing.assert_allclose(old.fitted_values(), ref.fitted, rtol=1e-12)
+    if loss == 'squared':
+        with pytest.raises(ValueError, match='older isocal'):
+            old.current_loss()
+    else:
+        f, yy = ref.fitted, np.array(y)
+        assert old.current_loss() == pytest.approx(-np.sum(yy * np.log(f) + (1 - yy) * np.log(1 - f)), rel=1e-12)
