@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 from tqdm.auto import tqdm
 
-from .core import as_float_array, check_choice, check_same_length
+from .core import as_float_array, as_real_array, check_choice, check_same_length
 
 # %% auto #0
 __all__ = ['STOP_RULES', 'GD_METHODS', 'Breakpoints', 'make_breakpoints', 'binary_breakpoints', 'error_function_breakpoints',
@@ -29,6 +29,24 @@ class Breakpoints(NamedTuple):
     fn_diff: np.ndarray
     example: np.ndarray
     n_examples: int
+
+def _check_positive(value, name, *, allow_zero=False):
+    "`value` as a float if it is a finite real number > 0 (or ≥ 0), else an error naming `name`."
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"`{name}` must be a real number, got {value!r}")
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"`{name}` must be a finite number {'≥' if allow_zero else '>'} 0, got {value!r}")
+    return float(value)
+
+def _check_int(value, name, lower):
+    "`value` as an int if it is an int ≥ `lower` (not a bool), else an error naming `name`."
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an int, got {value!r}")
+    if value < lower: raise ValueError(f"`{name}` must be ≥ {lower}, got {value}")
+    return int(value)
+
+def _check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)): raise TypeError(f"`{name}` must be True or False, got {value!r}")
 
 def _as_examples(example, n):
     ex = np.asarray(example)
@@ -46,13 +64,14 @@ def make_breakpoints(value, fp_diff, fn_diff, example, n_examples: int | None = 
     """Validated breakpoint tuples (v, ΔFP, ΔFN, example); jumps of one example at the same value are summed.
     Over all examples, FP must rise from 0 to a positive total and FN fall from a positive total to 0; with
     `rates=True` the jumps are divided by those totals (error rates: AUC = 1 for a perfect ranking)."""
+    _check_bool(rates, 'rates')
     v = as_float_array(value, 'value', allow_empty=False)
     n = v.shape[0]
     fp = as_float_array(fp_diff, 'fp_diff')
     fn = as_float_array(fn_diff, 'fn_diff')
     check_same_length(value=v, fp_diff=fp, fn_diff=fn)
     ex = _as_examples(example, n)
-    n_ex = int(ex.max()) + 1 if n_examples is None else int(n_examples)
+    n_ex = int(ex.max()) + 1 if n_examples is None else _check_int(n_examples, 'n_examples', 1)
     if n_ex <= ex.max(): raise ValueError(f"`n_examples` = {n_ex} but `example` goes up to {ex.max()}")
     order = np.lexsort((v, ex))
     v, fp, fn, ex = v[order], fp[order], fn[order], ex[order]
@@ -61,6 +80,9 @@ def make_breakpoints(value, fp_diff, fn_diff, example, n_examples: int | None = 
     starts = np.flatnonzero(new)
     v, ex = v[starts], ex[starts]
     fp, fn = np.add.reduceat(fp, starts), np.add.reduceat(fn, starts)
+    with np.errstate(over='ignore'): totals = fp.sum(), fn.sum()
+    if not np.all(np.isfinite(totals)):
+        raise ValueError("the sums of `fp_diff` or `fn_diff` overflow float64: rescale them")
     if not fp.sum() > 0: raise ValueError("`fp_diff` must add up to a positive total (no negatives / no false positives)")
     if not -fn.sum() > 0: raise ValueError("`fn_diff` must add up to a negative total (no positives / no false negatives)")
     if rates: fp, fn = fp / fp.sum(), fn / -fn.sum()
@@ -69,9 +91,9 @@ def make_breakpoints(value, fp_diff, fn_diff, example, n_examples: int | None = 
 def binary_breakpoints(y, *, rates: bool = True) -> Breakpoints:
     """One breakpoint at 0 per example of a binary problem: a negative adds a false positive (ΔFP = 1/n⁻), a positive
     removes a false negative (ΔFN = −1/n⁺); `rates=False` counts instead of rates."""
-    y = np.asarray(y)
+    _check_bool(rates, 'rates')
+    y = as_real_array(y, 'y')
     if y.ndim != 1: raise ValueError(f"`y` must be one-dimensional, got shape {y.shape}")
-    if y.dtype.kind not in 'biuf': raise TypeError(f"`y` must hold labels 0/1 (or -1/1), got dtype {y.dtype}")
     if y.shape[0] and not np.all(np.isfinite(y)): raise ValueError("`y` must be finite (no NaN or inf)")
     labels = set(np.unique(y).tolist())
     if not labels <= {0, 1} and not labels <= {-1, 1}:
@@ -96,35 +118,59 @@ def error_function_breakpoints(example, value, fp, fn) -> tuple:
         raise ValueError(f"`fp` and `fn` need len(value) + 1 = {v.shape[0] + 1} entries, got {fp.shape[0]}, {fn.shape[0]}")
     if np.any(np.diff(v) <= 0): raise ValueError("`value` must be strictly increasing")
     if fp[0] != 0 or fn[-1] != 0: raise ValueError("`fp` must start at 0 and `fn` must end at 0")
-    return v, np.diff(fp), np.diff(fn), np.full(v.shape[0], int(example), np.int64)
+    return v, np.diff(fp), np.diff(fn), np.full(v.shape[0], _check_int(example, 'example', 0), np.int64)
 
 # %% ../nbs/07_aum.ipynb #86edb789
+_U = 2.0 ** -52     # twice the unit roundoff: one rounding per operation, with room for the second-order terms
+
+@njit(cache=True)
+def _trapezoid_term(w, w_err, a, b, ab_err):
+    "The ROC trapezoid w·(a + b)/2 from inputs with bounds `w_err` and `ab_err` (of a and b together), and its bound."
+    h = a + b
+    t = w * h * 0.5
+    h_err = ab_err + _U * (abs(a) + abs(b) + abs(h))
+    return t, 0.5 * (abs(w) * h_err + abs(h) * (w_err + _U * abs(w))) + _U * abs(t)
+
 @njit(cache=True)
 def _aum_kernel(thr, fp, fn):
-    """AUM, AUC and the left/right AUM derivatives per breakpoint, for breakpoints sorted by threshold `thr`.
-    Equal thresholds form one group: one ROC point, and directional derivatives that move one breakpoint out of it."""
+    """AUM, AUC, the left/right AUM derivatives per breakpoint and bounds on the rounding errors of the AUM and
+    the AUC, for breakpoints sorted by threshold `thr`. Equal thresholds form one group: one ROC point, and directional
+    derivatives that move one breakpoint out of it. FN is summed from the top, FP from the bottom, so each is
+    exactly 0 where no jump remains (a perfect ranking has AUM exactly 0)."""
     B = thr.shape[0]
-    fn_total = 0.0
-    for b in range(B): fn_total -= fn[b]
+    FN, FNe = np.empty(B + 1), np.empty(B + 1)          # FN above position b, and its rounding bound
+    FN[B], FNe[B] = 0.0, 0.0
+    for b in range(B - 1, -1, -1):
+        FN[b] = FN[b + 1] - fn[b]
+        FNe[b] = FNe[b + 1] + _U * abs(FN[b])
+    fn_total = FN[0]
     left, right = np.empty(B), np.empty(B)
-    fp_lo, fn_lo = 0.0, fn_total
-    aum, auc, i = 0.0, 0.0, 0
+    fp_lo, fpe = 0.0, 0.0
+    aum, auc, err, auc_err, i = 0.0, 0.0, 0.0, 0.0, 0
     while i < B:
         t = thr[i]
-        j, fp_hi, fn_hi = i, fp_lo, fn_lo
+        j, fp_hi, fpe_hi = i, fp_lo, fpe
         while j < B and thr[j] == t:
             fp_hi += fp[j]
-            fn_hi += fn[j]
+            fpe_hi += _U * abs(fp_hi)
+            err += _U * abs(t) * (abs(fp[j]) + abs(fn[j]))      # the rounding of the threshold itself
             j += 1
-        if i > 0: aum += (t - thr[i - 1]) * min(fp_lo, fn_lo)
-        auc += (fp_hi - fp_lo) * ((fn_total - fn_hi) + (fn_total - fn_lo)) * 0.5
+        fn_lo, fn_hi = FN[i], FN[j]
+        if i > 0:
+            gap, m = t - thr[i - 1], min(fp_lo, fn_lo)
+            aum += gap * m
+            err += gap * (max(fpe, FNe[i]) + 2 * _U * abs(m)) + _U * abs(aum)
+        t, t_err = _trapezoid_term(fp_hi - fp_lo, fpe + fpe_hi, fn_total - fn_hi, fn_total - fn_lo,
+                                   2.0 * FNe[0] + FNe[i] + FNe[j])
+        auc += t
+        auc_err += t_err + _U * abs(auc)
         m_lo, m_hi = min(fp_lo, fn_lo), min(fp_hi, fn_hi)
         for b in range(i, j):
             # a larger prediction moves the threshold below its group, a smaller one above it
             right[b] = min(fp_lo + fp[b], fn_lo + fn[b]) - m_lo
             left[b] = m_hi - min(fp_hi - fp[b], fn_hi - fn[b])
-        fp_lo, fn_lo, i = fp_hi, fn_hi, j
-    return aum, auc, left, right
+        fp_lo, fpe, i = fp_hi, fpe_hi, j
+    return aum, auc, left, right, err, auc_err
 
 @njit(cache=True)
 def _one_breakpoint_each(ex):
@@ -133,9 +179,31 @@ def _one_breakpoint_each(ex):
         if ex[i] != i: return False
     return True
 
+def _check_breakpoints(bp):
+    "`bp` if it is a consistent Breakpoints (also when built by hand), else an error naming `breakpoints`."
+    if not isinstance(bp, Breakpoints):
+        raise TypeError(f"`breakpoints` must be a Breakpoints (see make_breakpoints), got {type(bp).__name__}")
+    n = bp.n_examples
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"`breakpoints.n_examples` must be a positive int, got {n!r}")
+    arrays = {}
+    for name in ('value', 'fp_diff', 'fn_diff'):
+        arrays[name] = as_float_array(getattr(bp, name), f'breakpoints.{name}', allow_empty=False)
+    ex = np.asarray(bp.example)
+    if ex.ndim != 1 or ex.dtype.kind not in 'iu':
+        raise TypeError(f"`breakpoints.example` must be a one-dimensional array of integers, got dtype {ex.dtype}, "
+                        f"shape {ex.shape}")
+    lengths = {len(a) for a in arrays.values()} | {len(ex)}
+    if len(lengths) > 1:
+        raise ValueError(f"`breakpoints`: value, fp_diff, fn_diff and example must have one length, "
+                         f"got {[len(a) for a in arrays.values()] + [len(ex)]}")
+    if ex.min() < 0 or ex.max() >= n:
+        bad = int(ex[(ex < 0) | (ex >= n)][0])
+        raise ValueError(f"`breakpoints.example` must lie in [0, n_examples) = [0, {n}), found {bad}")
+    return bp
+
 def _check_pred(breakpoints: Breakpoints, pred):
-    if not isinstance(breakpoints, Breakpoints):
-        raise TypeError(f"`breakpoints` must be a Breakpoints (see make_breakpoints), got {type(breakpoints).__name__}")
+    _check_breakpoints(breakpoints)
     pred = as_float_array(pred, 'pred')
     if pred.shape[0] != breakpoints.n_examples:
         raise ValueError(f"length mismatch: `pred` has {pred.shape[0]}, `breakpoints` has {breakpoints.n_examples} examples")
@@ -148,29 +216,36 @@ class AumResult(NamedTuple):
     left: np.ndarray
     right: np.ndarray
 
-def aum(breakpoints: Breakpoints, pred) -> AumResult:
-    """Area under min(FP, FN) over the constant added to the predictions, the area under the ROC curve (loops count
-    with their sign) and the directional derivatives of the AUM (Hillman & Hocking): `left[i]`, `right[i]` are the
-    derivatives of the AUM as `pred[i]` decreases to / increases from its value (equal where nothing ties)."""
-    pred = _check_pred(breakpoints, pred)
-    bp = breakpoints
-    thr = bp.value - pred[bp.example]
+def _aum(bp: Breakpoints, pred) -> tuple[AumResult, float, float]:
+    "`aum` without the checks, and the rounding bounds of the AUM and of the AUC."
+    with np.errstate(over='ignore'): thr = bp.value - pred[bp.example]      # overflow is reported below
     order = np.argsort(thr)                     # gathering once keeps the kernel's memory access sequential
-    a, c, left, right = _aum_kernel(thr[order], bp.fp_diff[order], bp.fn_diff[order])
+    a, c, left, right, a_err, c_err = _aum_kernel(thr[order], bp.fp_diff[order], bp.fn_diff[order])
+    if not np.all(np.isfinite([a, c, a_err, c_err])):
+        raise ValueError("the AUM/AUC overflows float64 at these predictions: rescale the predictions "
+                         f"(largest |threshold| {np.abs(thr).max():g}) or the breakpoints' error jumps")
     n = bp.n_examples
     if len(order) == n and _one_breakpoint_each(bp.example):     # binary problems: a plain scatter
         lft, rgt = np.empty(n), np.empty(n)
         lft[order], rgt[order] = left, right
-        return AumResult(float(a), float(c), lft, rgt)
-    ex = bp.example[order]
-    return AumResult(float(a), float(c), np.bincount(ex, left, n), np.bincount(ex, right, n))
+    else:
+        ex = bp.example[order]
+        lft, rgt = np.bincount(ex, left, n), np.bincount(ex, right, n)
+    return AumResult(float(a), float(c), lft, rgt), float(a_err), float(c_err)
+
+def aum(breakpoints: Breakpoints, pred) -> AumResult:
+    """Area under min(FP, FN) over the constant added to the predictions, the area under the ROC curve (loops count
+    with their sign) and the directional derivatives of the AUM (Hillman & Hocking): `left[i]`, `right[i]` are the
+    derivatives of the AUM as `pred[i]` decreases to / increases from its value (equal where nothing ties)."""
+    return _aum(breakpoints, _check_pred(breakpoints, pred))[0]
 
 def aum_gradient(breakpoints: Breakpoints, X, weights) -> tuple[float, np.ndarray]:
     """AUM of the linear model `X @ weights` and a sub-gradient with respect to `weights`:
     Xᵀ(mean of the left and right derivatives per prediction)."""
     X, w = _check_model(X, weights, breakpoints)
-    r = aum(breakpoints, X @ w)
+    r = _aum(breakpoints, X @ w)[0]
     return r.aum, X.T @ (0.5 * (r.left + r.right))
+
 
 # %% ../nbs/07_aum.ipynb #e858c96c
 def _sort_lines(e, d):
@@ -210,23 +285,34 @@ def _crossing(e, d, a, b):
     return (e[b] - e[a]) / gap
 
 @njit(cache=True)
-def _segment(FPg, FNg, tp0, k):
-    "Signed trapezoid of the ROC curve between the points of gaps k and k + 1."
-    return (FPg[k + 1] - FPg[k]) * ((tp0 - FNg[k + 1]) + (tp0 - FNg[k])) * 0.5
+def _segment(fp, q, FN, FNe, k):
+    """Signed trapezoid of the ROC curve between the points of gaps k and k + 1, ΔFP·(TP_k + TP_k+1)/2 with
+    TP = FN_0 − FN, and the bound of its error from the rounding of FN and of its own operations."""
+    return _trapezoid_term(fp[q[k]], 0.0, FN[0] - FN[k], FN[0] - FN[k + 1], 2.0 * FNe[0] + FNe[k] + FNe[k + 1])
 
 @njit(cache=True)
-def _slope_terms(d, q, M, lo, hi, n):
-    "Sum of the AUM-slope terms (δ_q[k] − δ_q[k−1])·M_k over the interior gaps k in [lo, hi]."
-    total = 0.0
+def _segments(fp, q, FN, FNe, lo, hi):
+    "(sum, bound of the terms' errors, bound of the summation's rounding) of the segments lo..hi."
+    total, t_err, s_err = 0.0, 0.0, 0.0
+    for k in range(lo, hi + 1):
+        t, te = _segment(fp, q, FN, FNe, k)
+        total += t
+        t_err += te
+        s_err += _U * abs(total)
+    return total, t_err, s_err
+
+@njit(cache=True)
+def _slope_terms(d, q, M, Me, lo, hi, n):
+    """Sum of the AUM-slope terms (δ_q[k] − δ_q[k−1])·M_k over the interior gaps k in [lo, hi], with the bounds of
+    the terms' errors and of the summation's rounding (as `_segments`)."""
+    total, t_err, s_err = 0.0, 0.0, 0.0
     for k in range(max(lo, 1), min(hi, n - 1) + 1):
-        total += (d[q[k]] - d[q[k - 1]]) * M[k]
-    return total
+        dd = d[q[k]] - d[q[k - 1]]
+        total += dd * M[k]
+        t_err += abs(dd) * (Me[k] + 2.0 * _U * abs(M[k]))
+        s_err += _U * abs(total)
+    return total, t_err, s_err
 
-@njit(cache=True)
-def _segments(FPg, FNg, tp0, lo, hi):
-    total = 0.0
-    for k in range(lo, hi + 1): total += _segment(FPg, FNg, tp0, k)
-    return total
 
 # %% ../nbs/07_aum.ipynb #a4fe7e88
 @njit(cache=True)
@@ -327,46 +413,110 @@ def _resort_group(e, d, q, pos, lo, hi, buf):
 
 # %% ../nbs/07_aum.ipynb #88f551c9
 _STOP_FIRST_MIN, _STOP_MAX_AUC, _STOP_ROWS = 0, 1, 2
+_SLOPE, _AUC = 0, 1           # the running sums of the kernel: rows of `acc` = (value, terms' bound, rounding bound)
+
+@njit(cache=True)
+def _tied(a, a_err, b, b_err):
+    "The tie rule: two computed sums are equal when they differ by no more than the sum of their rounding bounds."
+    return abs(a - b) <= a_err + b_err
+
+@njit(cache=True)
+def _above(a, a_err, b, b_err):
+    "Is the exact value of `a` certainly larger than that of `b`?"
+    return a - b > a_err + b_err
+
+@njit(cache=True)
+def _first_tied_min(vals, errs):
+    "Index of the first value tied (by `_tied`) with the smallest one."
+    m = np.argmin(vals)
+    for k in range(vals.shape[0]):
+        if not _above(vals[k], errs[k], vals[m], errs[m]): return k
+    return m
+
+@njit(cache=True)
+def _acc_add(acc, r, sign, total, t_err, s_err):
+    "Add (sign = 1) or remove (−1) a sum of terms from running sum `r`; a removed term takes its bound along."
+    acc[r, 0] += sign * total
+    acc[r, 1] += sign * t_err
+    acc[r, 2] += s_err + _U * abs(acc[r, 0])
+
+@njit(cache=True)
+def _bound(acc, r):
+    return acc[r, 1] + acc[r, 2]
+
+@njit(cache=True)
+def _trapezoid(FP, FPe, FN, FNe, i, j):
+    "The ROC trapezoid from the point of gap i to that of gap j and its error bound (one ROC point at a tie)."
+    return _trapezoid_term(FP[j] - FP[i], FPe[i] + FPe[j], FN[0] - FN[i], FN[0] - FN[j], 2.0 * FNe[0] + FNe[i] + FNe[j])
+
+@njit(cache=True)
+def _refresh_gaps(fp, fn, q, FP, FPe, FN, FNe, M, Me, lo, hi):
+    "FP (summed upward from gap lo) and FN (downward from gap hi + 1) in the gaps lo + 1..hi, with their bounds."
+    for k in range(lo + 1, hi + 1):
+        FP[k] = FP[k - 1] + fp[q[k - 1]]
+        FPe[k] = FPe[k - 1] + _U * abs(FP[k])
+    for k in range(hi, lo, -1):
+        FN[k] = FN[k + 1] - fn[q[k]]
+        FNe[k] = FNe[k + 1] + _U * abs(FN[k])
+    for k in range(lo + 1, hi + 1):
+        M[k], Me[k] = min(FP[k], FN[k]), max(FPe[k], FNe[k])
+
+@njit(cache=True)
+def _spread_error(e, d, fp, fn, q, lo, hi, s):
+    """AUM error of treating the lines at positions lo..hi as meeting at step s: how far apart their values at s
+    are (plus the rounding of those values) times the error jumps they carry."""
+    t_min, t_max, mag, jumps = np.inf, -np.inf, 0.0, 0.0
+    for k in range(lo, hi + 1):
+        b = q[k]
+        t = e[b] + s * d[b]
+        t_min, t_max = min(t_min, t), max(t_max, t)
+        mag = max(mag, abs(e[b]) + s * abs(d[b]))
+        jumps += abs(fp[b]) + abs(fn[b])
+    return (t_max - t_min + 2.0 * _U * mag) * jumps
 
 @njit(cache=True)
 def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
     """The path of AUM and AUC along the step size for lines sorted by (intercept, slope), identical lines merged.
-    Returns (rows, chosen step) with rows = (step, aum, slope_after, auc_at, auc_after, intersections, swaps)."""
+    Returns (rows, chosen step) with float rows = (step, aum, slope_after, auc_at, auc_after, aum bound, auc bound)
+    and int rows = (intersections, swaps)."""
     n = e.shape[0]
     q = np.arange(n)
     pos = np.arange(n)
-    FPg, FNg, M = np.empty(n + 1), np.empty(n + 1), np.empty(n + 1)
-    FPg[0], FNg[0] = 0.0, 0.0
-    for k in range(n): FNg[0] -= fn[k]
-    tp0 = FNg[0]
+    FP, FPe, FN, FNe = np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1)
+    M, Me = np.zeros(n + 1), np.zeros(n + 1)
     for k in range(n):
-        FPg[k + 1] = FPg[k] + fp[k]
-        FNg[k + 1] = FNg[k] + fn[k]
-    for k in range(n + 1): M[k] = min(FPg[k], FNg[k])
-    aum = 0.0
-    for k in range(1, n): aum += (e[k] - e[k - 1]) * M[k]
-    slope = _slope_terms(d, q, M, 1, n - 1, n)
-    auc_after = _segments(FPg, FNg, tp0, 0, n - 1)
-    auc_at, i = 0.0, 0
+        FP[k + 1] = FP[k] + fp[k]
+        FPe[k + 1] = FPe[k] + _U * abs(FP[k + 1])
+    for k in range(n - 1, -1, -1):
+        FN[k] = FN[k + 1] - fn[k]
+        FNe[k] = FNe[k + 1] + _U * abs(FN[k])
+    for k in range(n + 1): M[k], Me[k] = min(FP[k], FN[k]), max(FPe[k], FNe[k])
+    aum, aum_err = 0.0, 0.0
+    for k in range(1, n):
+        aum += (e[k] - e[k - 1]) * M[k]
+        aum_err += abs(e[k] - e[k - 1]) * (Me[k] + 2.0 * _U * abs(M[k])) + _U * abs(aum)
+    acc = np.zeros((2, 3))
+    tot, te, se = _slope_terms(d, q, M, Me, 1, n - 1, n)
+    _acc_add(acc, _SLOPE, 1.0, tot, te, se)
+    tot, te, se = _segments(fp, q, FN, FNe, 0, n - 1)
+    _acc_add(acc, _AUC, 1.0, tot, te, se)
+    auc_at, at_err, i = 0.0, 0.0, 0
     while i < n:                                # at s = 0 lines with equal intercepts share one ROC point
         j = i + 1
         while j < n and e[j] == e[i]: j += 1
-        auc_at += (FPg[j] - FPg[i]) * ((tp0 - FNg[j]) + (tp0 - FNg[i])) * 0.5
+        t, te = _trapezoid(FP, FPe, FN, FNe, i, j)
+        auc_at += t
+        at_err += te + _U * abs(auc_at)
         i = j
-    # the slope counts as zero within a relative tolerance: it is a sum updated once per event
-    dmax, emax = 0.0, 0.0
-    for k in range(n):
-        dmax = max(dmax, abs(d[k]))
-        emax += abs(fp[k]) + abs(fn[k])
-    flat_tol = 1e-10 * dmax * emax
-    # with monotone error functions every min(FP, FN) is ≥ 0, so AUM is too: clip the rounding of the running sum
+    # with monotone error functions every min(FP, FN) is ≥ 0 (exactly, as FP is summed from below and FN from above),
+    # so the exact AUM is too: clipping the rounding of the running sum at 0 only brings it closer
     monotone = True
     for k in range(n): monotone = monotone and fp[k] >= 0.0 and fn[k] <= 0.0
 
     cap = max(16, 2 * n)
-    rows_f = np.empty((cap, 5))
+    rows_f = np.empty((cap, 7))
     rows_i = np.zeros((cap, 2), np.int64)
-    rows_f[0, 0], rows_f[0, 1], rows_f[0, 2], rows_f[0, 3], rows_f[0, 4] = 0.0, aum, slope, auc_at, auc_after
+    _set_row(rows_f, 0, 0.0, aum, acc[_SLOPE, 0], auc_at, acc[_AUC, 0], aum_err, max(at_err, _bound(acc, _AUC)))
     nrows = 1
 
     hcap = n + 16
@@ -381,9 +531,9 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
     chosen = -1.0
     flat_start = -1.0
     if stop_code == _STOP_FIRST_MIN:
-        if slope > flat_tol: chosen = 0.0
-        elif slope >= -flat_tol: flat_start = 0.0
-    best_auc, best_lo, best_hi = auc_after, 0.0, np.inf     # max_auc: the best value and where (interval or point)
+        if _above(acc[_SLOPE, 0], _bound(acc, _SLOPE), 0.0, 0.0): chosen = 0.0
+        elif _tied(acc[_SLOPE, 0], _bound(acc, _SLOPE), 0.0, 0.0): flat_start = 0.0
+    best_auc, best_err, best_lo, best_hi = acc[_AUC, 0], _bound(acc, _AUC), 0.0, np.inf   # max_auc: value, where
     s_prev = 0.0
     hit_max_step = False
     while chosen < 0.0 and size > 0 and nrows < max_rows:
@@ -396,22 +546,27 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
             break
         size = _heap_pop(keys, P, A, Bv, size)
         lim = s + s * 1e-12
-        aum += (s - s_prev) * slope
+        ds = s - s_prev
+        aum += ds * acc[_SLOPE, 0]
+        aum_err += ds * _bound(acc, _SLOPE) + 2.0 * _U * abs(ds * acc[_SLOPE, 0]) + _U * abs(aum)
         if monotone and aum < 0.0: aum = 0.0
-        at_corr, groups, moved = 0.0, 0, 0
+        at_corr, at_err, groups, moved = 0.0, 0.0, 0, 0
         while True:
             lo, hi = _group_bounds(e, d, q, p, s, lim)
-            slope -= _slope_terms(d, q, M, lo, hi + 1, n)
-            auc_after -= _segments(FPg, FNg, tp0, lo, hi)
+            tot, te, se = _slope_terms(d, q, M, Me, lo, hi + 1, n)
+            _acc_add(acc, _SLOPE, -1.0, tot, te, se)
+            tot, te, se = _segments(fp, q, FN, FNe, lo, hi)
+            _acc_add(acc, _AUC, -1.0, tot, te, se)
             moved += _resort_group(e, d, q, pos, lo, hi, buf)
-            for k in range(lo + 1, hi + 1):
-                FPg[k] = FPg[k - 1] + fp[q[k - 1]]
-                FNg[k] = FNg[k - 1] + fn[q[k - 1]]
-                M[k] = min(FPg[k], FNg[k])
-            slope += _slope_terms(d, q, M, lo, hi + 1, n)
-            inner = _segments(FPg, FNg, tp0, lo, hi)
-            auc_after += inner
-            at_corr += (FPg[hi + 1] - FPg[lo]) * ((tp0 - FNg[hi + 1]) + (tp0 - FNg[lo])) * 0.5 - inner
+            aum_err += _spread_error(e, d, fp, fn, q, lo, hi, s)
+            _refresh_gaps(fp, fn, q, FP, FPe, FN, FNe, M, Me, lo, hi)
+            tot, te, se = _slope_terms(d, q, M, Me, lo, hi + 1, n)
+            _acc_add(acc, _SLOPE, 1.0, tot, te, se)
+            inner, te, se = _segments(fp, q, FN, FNe, lo, hi)
+            _acc_add(acc, _AUC, 1.0, inner, te, se)
+            t, t_err = _trapezoid(FP, FPe, FN, FNe, lo, hi + 1)
+            at_corr += t - inner
+            at_err += t_err + te + se + _U * (abs(t - inner) + abs(at_corr))
             groups += 1
             if size + 2 > keys.shape[0]:
                 keys, P, A, Bv = _grown(keys, size), _grown(P, size), _grown(A, size), _grown(Bv, size)
@@ -431,44 +586,39 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
                     break
             if not found: break
         if nrows == rows_f.shape[0]:
-            rows_f2 = np.empty((2 * nrows, 5))
-            rows_f2[:nrows] = rows_f[:nrows]
-            rows_i2 = np.zeros((2 * nrows, 2), np.int64)
-            rows_i2[:nrows] = rows_i[:nrows]
-            rows_f, rows_i = rows_f2, rows_i2
+            rows_f, rows_i = _grown_rows(rows_f, rows_i, 2 * nrows)
+        slope, slope_err = acc[_SLOPE, 0], _bound(acc, _SLOPE)
+        auc_after, after_err = acc[_AUC, 0], _bound(acc, _AUC)
         auc_at = auc_after + at_corr
-        rows_f[nrows, 0], rows_f[nrows, 1], rows_f[nrows, 2] = s, aum, slope
-        rows_f[nrows, 3], rows_f[nrows, 4] = auc_at, auc_after
+        at_err += after_err + _U * abs(auc_at)
+        _set_row(rows_f, nrows, s, aum, slope, auc_at, auc_after, aum_err, max(at_err, after_err))
         rows_i[nrows, 0], rows_i[nrows, 1] = groups, moved
         nrows += 1
         if stop_code == _STOP_FIRST_MIN:
-            if slope > flat_tol:
+            if _above(slope, slope_err, 0.0, 0.0):
                 chosen = s if flat_start < 0.0 else 0.5 * (flat_start + s)
-            elif slope >= -flat_tol:
+            elif _tied(slope, slope_err, 0.0, 0.0):
                 if flat_start < 0.0: flat_start = s
             else:
                 flat_start = -1.0
         elif stop_code == _STOP_MAX_AUC:
             if best_hi == np.inf: best_hi = s          # the best interval so far ends here
-            if auc_at < best_auc or auc_after < best_auc:
+            if _above(best_auc, best_err, auc_at, at_err) or _above(best_auc, best_err, auc_after, after_err):
                 chosen = 0.5 * (best_lo + best_hi)
-            elif auc_at > best_auc and auc_at >= auc_after:
-                best_auc, best_lo, best_hi = auc_at, s, s
-            elif auc_after > best_auc:
-                best_auc, best_lo, best_hi = auc_after, s, np.inf
+            elif _above(auc_at, at_err, best_auc, best_err) and not _above(auc_after, after_err, auc_at, at_err):
+                best_auc, best_err, best_lo, best_hi = auc_at, at_err, s, s
+            elif _above(auc_after, after_err, best_auc, best_err):
+                best_auc, best_err, best_lo, best_hi = auc_after, after_err, s, np.inf
         s_prev = s
 
     if hit_max_step:                             # the path ends at max_step, between two events
         if nrows == rows_f.shape[0]:
-            rows_f2 = np.empty((nrows + 1, 5))
-            rows_f2[:nrows] = rows_f[:nrows]
-            rows_i2 = np.zeros((nrows + 1, 2), np.int64)
-            rows_i2[:nrows] = rows_i[:nrows]
-            rows_f, rows_i = rows_f2, rows_i2
-        aum += (max_step - s_prev) * slope
+            rows_f, rows_i = _grown_rows(rows_f, rows_i, nrows + 1)
+        ds = max_step - s_prev
+        aum += ds * acc[_SLOPE, 0]
+        aum_err += ds * _bound(acc, _SLOPE) + 2.0 * _U * abs(ds * acc[_SLOPE, 0]) + _U * abs(aum)
         if monotone and aum < 0.0: aum = 0.0
-        rows_f[nrows, 0], rows_f[nrows, 1], rows_f[nrows, 2] = max_step, aum, slope
-        rows_f[nrows, 3], rows_f[nrows, 4] = auc_after, auc_after
+        _set_row(rows_f, nrows, max_step, aum, acc[_SLOPE, 0], acc[_AUC, 0], acc[_AUC, 0], aum_err, _bound(acc, _AUC))
         nrows += 1
     last = rows_f[nrows - 1, 0]
     if chosen < 0.0:
@@ -478,9 +628,22 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
             if best_hi == np.inf:
                 best_hi = max_step if max_step < np.inf else (2.0 * best_lo if best_lo > 0.0 else 1.0)
             chosen = 0.5 * (best_lo + best_hi)
-        else:                                    # row-limited search: the smallest AUM seen (the first such row)
-            chosen = rows_f[np.argmin(rows_f[:nrows, 1]), 0]
+        else:                                    # row-limited search: the first row tied with the smallest AUM
+            chosen = rows_f[_first_tied_min(rows_f[:nrows, 1], rows_f[:nrows, 5]), 0]
     return rows_f[:nrows].copy(), rows_i[:nrows].copy(), chosen
+
+@njit(cache=True)
+def _set_row(rows, k, s, aum, slope, auc_at, auc_after, aum_err, auc_err):
+    rows[k, 0], rows[k, 1], rows[k, 2], rows[k, 3] = s, aum, slope, auc_at
+    rows[k, 4], rows[k, 5], rows[k, 6] = auc_after, aum_err, auc_err
+
+@njit(cache=True)
+def _grown_rows(rows_f, rows_i, cap):
+    nrows = rows_f.shape[0]
+    rows_f2, rows_i2 = np.empty((cap, rows_f.shape[1])), np.zeros((cap, 2), np.int64)
+    rows_f2[:nrows], rows_i2[:nrows] = rows_f, rows_i
+    return rows_f2, rows_i2
+
 
 # %% ../nbs/07_aum.ipynb #252070a4
 STOP_RULES = ('first_min', 'max_auc', 'linear', 'quadratic')
@@ -489,9 +652,10 @@ STOP_RULES = ('first_min', 'max_auc', 'linear', 'quadratic')
 class LineSearchResult:
     """The AUM/AUC path along the step size: one row per distinct step size where thresholds cross (plus s = 0
     and, if the search stopped at `max_step`, a last row there). AUM is linear between rows with slope
-    `aum_slope_after`; AUC is `auc_at` at a row and `auc_after` until the next row. `step` is the chosen step size:
-    the first AUM minimum ('first_min'), the middle of the best AUC interval or the best AUC point ('max_auc'), else
-    the step of the smallest AUM among the rows."""
+    `aum_slope_after`; AUC is `auc_at` at a row and `auc_after` until the next row. `aum_tol` and `auc_tol` bound the
+    rounding error of `aum` and of both AUCs at each row (the tie rule compares values up to these bounds). `step` is
+    the chosen step size: the first AUM minimum ('first_min'), the middle of the best AUC interval or the best AUC
+    point ('max_auc'), else the step of the first row tied with the smallest AUM."""
     step_size: np.ndarray
     aum: np.ndarray
     aum_slope_after: np.ndarray
@@ -502,6 +666,8 @@ class LineSearchResult:
     step: float
     stop: object
     n_lines: int
+    aum_tol: np.ndarray
+    auc_tol: np.ndarray
 
     def __len__(self): return len(self.step_size)
 
@@ -515,7 +681,8 @@ class LineSearchResult:
         import pandas as pd
         return pd.DataFrame(dict(step_size=self.step_size, aum=self.aum, aum_slope_after=self.aum_slope_after,
                                  auc_at=self.auc_at, auc_after=self.auc_after,
-                                 intersections=self.intersections, swaps=self.swaps))
+                                 intersections=self.intersections, swaps=self.swaps, aum_tol=self.aum_tol,
+                                 auc_tol=self.auc_tol))
 
 def _check_stop(stop, n_lines):
     if isinstance(stop, (bool, np.bool_)) or not isinstance(stop, (str, int, np.integer)):
@@ -530,12 +697,7 @@ def _check_stop(stop, n_lines):
     return _STOP_ROWS, int(stop)
 
 def _check_max_step(max_step):
-    if max_step is None: return np.inf
-    if isinstance(max_step, (bool, np.bool_)) or not isinstance(max_step, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`max_step` must be a positive number or None, got {max_step!r}")
-    if not np.isfinite(max_step) or max_step <= 0:
-        raise ValueError(f"`max_step` must be a positive finite number, got {max_step}")
-    return float(max_step)
+    return np.inf if max_step is None else _check_positive(max_step, 'max_step')
 
 def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min', max_step=None) -> LineSearchResult:
     """Exact AUM/AUC line search on threshold lines T_b(s) = intercept_b + s·slope_b, each carrying error jumps
@@ -552,15 +714,17 @@ def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min
     E, D, FP, FN = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
     if E.shape[0] == 0: raise ValueError("no line changes FP or FN: `fp_diff` and `fn_diff` are all zero")
     rows_f, rows_i, chosen = _line_search_kernel(E, D, FP, FN, code, max_rows, ms)
-    return LineSearchResult(rows_f[:, 0].copy(), rows_f[:, 1].copy(), rows_f[:, 2].copy(), rows_f[:, 3].copy(),
-                            rows_f[:, 4].copy(), rows_i[:, 0].copy(), rows_i[:, 1].copy(), float(chosen), stop,
-                            int(E.shape[0]))
+    if not np.all(np.isfinite(rows_f)):
+        raise ValueError("the AUM/AUC path overflows float64: rescale `intercept` and `slope`, or `fp_diff` and "
+                         f"`fn_diff` (largest magnitudes {max(np.abs(e).max(), np.abs(d).max()):g}, "
+                         f"{max(np.abs(fp).max(), np.abs(fn).max()):g})")
+    col = lambda k: rows_f[:, k].copy()
+    return LineSearchResult(col(0), col(1), col(2), col(3), col(4), rows_i[:, 0].copy(), rows_i[:, 1].copy(),
+                            float(chosen), stop, int(E.shape[0]), col(5), col(6))
 
 def _check_model(X, weights, breakpoints, direction=None):
-    if not isinstance(breakpoints, Breakpoints):
-        raise TypeError(f"`breakpoints` must be a Breakpoints (see make_breakpoints), got {type(breakpoints).__name__}")
-    X = np.asarray(X)
-    if X.dtype.kind not in 'biuf': raise TypeError(f"`X` must hold real numbers, got dtype {X.dtype}")
+    _check_breakpoints(breakpoints)
+    X = as_real_array(X, 'X')
     if X.ndim != 2: raise ValueError(f"`X` must be two-dimensional (examples × features), got shape {X.shape}")
     X = np.ascontiguousarray(X, dtype=np.float64)
     if not np.all(np.isfinite(X)): raise ValueError("`X` must be finite (no NaN or inf)")
@@ -582,7 +746,7 @@ def aum_line_search(breakpoints: Breakpoints, X, weights, direction=None, *, sto
     Default `direction`: minus the AUM sub-gradient (the mean of the left and right derivatives, mapped by Xᵀ)."""
     if direction is None:
         X, w = _check_model(X, weights, breakpoints)
-        r = aum(breakpoints, X @ w)
+        r = _aum(breakpoints, X @ w)[0]
         direction = -(X.T @ (0.5 * (r.left + r.right)))
     X, w, dr = _check_model(X, weights, breakpoints, direction)
     bp = breakpoints
@@ -597,7 +761,7 @@ GD_METHODS = ('first_min', 'linear', 'quadratic', 'max_auc', 'constant', 'grid')
 class DescentResult:
     """Gradient descent on the AUM of a linear model. `weights`: the best iterate (highest validation AUC when a
     validation set is given, else the last); `history`: one entry per iteration (0 = start) of step size,
-    subtrain AUM and AUC, validation AUC, line-search rows and elapsed seconds."""
+    subtrain AUM and AUC, validation AUC, line-search rows and elapsed seconds; `stopped`: why it stopped."""
     weights: np.ndarray
     best_iter: int
     history: dict
@@ -608,24 +772,55 @@ class DescentResult:
         return pd.DataFrame(self.history)
 
 def _best_auc_step(res: LineSearchResult) -> float:
-    "The step of the largest AUC on a whole path: a crossing (`auc_at`) or the middle of an interval (`auc_after`)."
+    """The step of the largest AUC on a whole path, the first one tied with it: a crossing (`auc_at`) or the middle
+    of an interval (`auc_after`)."""
     ends = np.append(res.step_size[1:], 2.0 * res.step_size[-1] if len(res) > 1 else 1.0)
-    k_after, k_at = int(np.argmax(res.auc_after)), int(np.argmax(res.auc_at[1:])) + 1 if len(res) > 1 else 0
-    if len(res) > 1 and res.auc_at[k_at] > res.auc_after[k_after]: return float(res.step_size[k_at])
-    return float(0.5 * (res.step_size[k_after] + ends[k_after]))
+    steps = np.column_stack([res.step_size, 0.5 * (res.step_size + ends)]).ravel()[1:]
+    aucs = np.column_stack([res.auc_at, res.auc_after]).ravel()[1:]
+    return float(steps[_first_tied_min(-aucs, np.repeat(res.auc_tol, 2)[1:])])
+
+def _decreases(res: LineSearchResult) -> bool:
+    "Does the AUM at the chosen step lie certainly below the AUM at s = 0 (by the tie rule)?"
+    k = min(int(np.searchsorted(res.step_size, res.step, side='right')), len(res) - 1)
+    return _above(res.aum[0], res.aum_tol[0], float(res.aum_at(res.step)), res.aum_tol[k])
 
 def _choose_step(method, bp, X, w, direction, val, step, grid, max_step):
-    "(step size, line-search rows) for one iteration."
+    "(step size, line-search rows, does the step certainly decrease the subtrain AUM or None if not known)."
     if method in ('first_min', 'linear', 'quadratic'):
         r = aum_line_search(bp, X, w, direction, stop=method, max_step=max_step)
-        return r.step, len(r)
+        return r.step, len(r), _decreases(r)
     if method == 'max_auc':
         r = aum_line_search(val[0], val[1], w, direction, stop='quadratic', max_step=max_step)
-        return _best_auc_step(r), len(r)
-    if method == 'constant': return step, 0
+        return _best_auc_step(r), len(r), None
+    if method == 'constant': return step, 0, None
     pred, pdir = X @ w, X @ direction
-    aums = [aum(bp, pred + s * pdir).aum for s in grid]
-    return float(grid[int(np.argmin(aums))]), len(grid)
+    results = [_aum(bp, pred + s * pdir) for s in grid]
+    aums, errs = np.array([r.aum for r, _, _ in results]), np.array([e for _, e, _ in results])
+    return float(grid[_first_tied_min(aums, errs)]), len(grid), None
+
+def _check_descent_options(breakpoints, X, weights, method, validation, step, grid, max_iter, tol, patience,
+                           max_step, random_state):
+    check_choice(method, 'method', GD_METHODS)
+    try: rng = np.random.default_rng(random_state)
+    except (TypeError, ValueError):
+        raise TypeError(f"`random_state` must be None, an int ≥ 0 or a numpy Generator, got {random_state!r}") from None
+    if weights is None:
+        X0 = np.asarray(X)
+        weights = rng.standard_normal(X0.shape[1] if X0.ndim == 2 else 0)
+    X, w = _check_model(X, weights, breakpoints)
+    if validation is not None:
+        if not (isinstance(validation, tuple) and len(validation) == 2):
+            raise TypeError("`validation` must be a tuple (breakpoints, X)")
+        try: Xv, _ = _check_model(validation[1], w, validation[0])
+        except (TypeError, ValueError) as err: raise type(err)(f"`validation`: {err}") from None
+        validation = (validation[0], Xv)
+    if method == 'max_auc' and validation is None: raise ValueError("`method`='max_auc' needs `validation`")
+    grid = np.logspace(-4, 2, 25) if grid is None else as_float_array(grid, 'grid', allow_empty=False)
+    if np.any(grid <= 0): raise ValueError("`grid` step sizes must be positive")
+    if patience is not None: _check_int(patience, 'patience', 1)
+    _check_max_step(max_step)
+    return (X, w.copy(), validation, _check_positive(step, 'step'), grid, _check_int(max_iter, 'max_iter', 0),
+            _check_positive(tol, 'tol', allow_zero=True))
 
 def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='first_min', validation=None,
                          step=0.1, grid=None, max_iter=100, tol=1e-3, patience=None, max_step=None,
@@ -636,53 +831,49 @@ def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='f
     'first_min' (exact line search to the first subtrain AUM minimum), 'linear' / 'quadratic' (the smallest subtrain
     AUM among the first B / all crossings), 'max_auc' (the largest validation AUC over the whole exact path along
     the subtrain direction), 'constant' (`step`), 'grid' (the step of `grid` with the smallest subtrain AUM; default
-    25 steps from 10^-4 to 10^2). Stops when the subtrain AUM decreases by less than `tol` times its value (not for
-    'max_auc', which may raise it), after `max_iter` iterations, or (with `validation=(breakpoints, X)`) when the
-    validation AUC has not improved for `patience` iterations (default: never; 5 for 'max_auc')."""
-    check_choice(method, 'method', GD_METHODS)
-    if weights is None:
-        X0 = np.asarray(X)
-        weights = np.random.default_rng(random_state).standard_normal(X0.shape[1] if X0.ndim == 2 else 0)
-    X, w = _check_model(X, weights, breakpoints)
-    w = w.copy()
-    if validation is not None:
-        if not (isinstance(validation, tuple) and len(validation) == 2):
-            raise TypeError("`validation` must be a tuple (breakpoints, X)")
-        Xv, _ = _check_model(validation[1], w, validation[0])
-        validation = (validation[0], Xv)
-    if method == 'max_auc' and validation is None: raise ValueError("`method`='max_auc' needs `validation`")
-    if method == 'constant' and not (np.isfinite(step) and step > 0):
-        raise ValueError(f"`step` must be a positive finite number, got {step}")
-    grid = np.logspace(-4, 2, 25) if grid is None else as_float_array(grid, 'grid', allow_empty=False)
-    if method == 'grid' and np.any(grid <= 0): raise ValueError("`grid` step sizes must be positive")
-    if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 0):
-        raise ValueError(f"`max_iter` must be a non-negative int, got {max_iter!r}")
+    25 steps from 10^-4 to 10^2). `stopped` says why it stopped: 'aum is zero' (monotone error functions and an AUM
+    within its rounding bound of 0), 'zero gradient', 'no descent step' (the exact line search finds no step that
+    certainly lowers the subtrain AUM), 'aum converged' (the AUM decreased by at most `tol` times its magnitude plus
+    rounding; not for 'max_auc', which may raise it), 'early stopping' (with `validation=(breakpoints, X)`: the
+    validation AUC has not improved for `patience` iterations; default never, 5 for 'max_auc') or 'max_iter'."""
+    X, w, validation, step, grid, max_iter, tol = _check_descent_options(
+        breakpoints, X, weights, method, validation, step, grid, max_iter, tol, patience, max_step, random_state)
+    monotone = bool(np.all(breakpoints.fp_diff >= 0) and np.all(breakpoints.fn_diff <= 0))
+    patience = patience if patience is not None else (5 if method == 'max_auc' else max_iter + 1)
     hist = dict(iteration=[], step=[], aum=[], auc=[], val_auc=[], ls_rows=[], seconds=[])
     t0 = time.perf_counter()
     def record(it, s, r, rows):
+        "Append iteration `it` to the history; the validation AUC and its rounding bound."
+        v, _, v_err = _aum(validation[0], validation[1] @ w) if validation is not None else (None, 0.0, 0.0)
         hist['iteration'].append(it); hist['step'].append(s); hist['aum'].append(r.aum); hist['auc'].append(r.auc)
-        hist['val_auc'].append(aum(validation[0], validation[1] @ w).auc if validation is not None else np.nan)
+        hist['val_auc'].append(v.auc if v is not None else np.nan)
         hist['ls_rows'].append(rows); hist['seconds'].append(time.perf_counter() - t0)
-    r = aum(breakpoints, X @ w)
-    record(0, 0.0, r, 0)
+        return v_err
+    r, err, _ = _aum(breakpoints, X @ w)
+    best_err = record(0, 0.0, r, 0)
     best_w, best_iter, best_val = w.copy(), 0, hist['val_auc'][0]
-    stopped = 'max_iter'
-    for it in tqdm(range(1, max_iter + 1), disable=not progress, desc=f'AUM descent ({method})'):
+    stopped = 'aum is zero' if monotone and r.aum <= err else None
+    iterations = range(1, max_iter + 1) if stopped is None else range(0)
+    for it in tqdm(iterations, disable=not progress, desc=f'AUM descent ({method})'):
         direction = -(X.T @ (0.5 * (r.left + r.right)))
         if not np.any(direction):
             stopped = 'zero gradient'; break
-        s, rows = _choose_step(method, breakpoints, X, w, direction, validation, step, grid, max_step)
+        s, rows, decreases = _choose_step(method, breakpoints, X, w, direction, validation, step, grid, max_step)
+        if decreases is False:
+            stopped = 'no descent step'; break
         w = w + s * direction
-        prev = r.aum
-        r = aum(breakpoints, X @ w)
-        record(it, s, r, rows)
-        if validation is not None and hist['val_auc'][-1] > best_val:
-            best_w, best_iter, best_val = w.copy(), it, hist['val_auc'][-1]
+        prev, prev_err = r.aum, err
+        r, err, _ = _aum(breakpoints, X @ w)
+        val_err = record(it, s, r, rows)
+        if validation is not None and _above(hist['val_auc'][-1], val_err, best_val, best_err):
+            best_w, best_iter, best_val, best_err = w.copy(), it, hist['val_auc'][-1], val_err
         if validation is None:
             best_w, best_iter = w.copy(), it
-        if method != 'max_auc' and prev - r.aum < tol * prev:
+        if monotone and r.aum <= err:
+            stopped = 'aum is zero'; break
+        if method != 'max_auc' and prev - r.aum <= tol * abs(prev) + prev_err + err:
             stopped = 'aum converged'; break
-        if validation is not None and it - best_iter >= (patience if patience is not None else
-                                                          (5 if method == 'max_auc' else max_iter + 1)):
+        if validation is not None and it - best_iter >= patience:
             stopped = 'early stopping'; break
-    return DescentResult(best_w, best_iter, {k: np.asarray(v) for k, v in hist.items()}, stopped)
+    return DescentResult(best_w, best_iter, {k: np.asarray(v) for k, v in hist.items()}, stopped or 'max_iter')
+
