@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .core import check_choice, check_increasing, not_finite_error
-from .pava import Staircase, _OOB, _distinct_score_sums, _pava_kernel
+from .pava import _SAFE_EXP, Staircase, _OOB, _distinct_score_sums, _pava_kernel
 
 # %% auto #0
 __all__ = ['is_dask_collection', 'fit_isotonic_dask', 'predict_dask']
@@ -189,11 +189,10 @@ def _magnitudes(a):
     nonzero = m[m > 0]
     return (float(m.max()), float(nonzero.min())) if nonzero.size else (0.0, np.inf)
 
-_SAFE_EXP = 1000      # sums below 2**1000, products above 2**-1000: far from overflow and from subnormals
-
 def _weight_exponent(reports, weighted):
-    """The k for which weights·2^k keep every sum of w·y and of w, and every product w·y, in the safe range (the rule of
-    `isocal.pava.isotonic_regression`), from the partitions' magnitude reports; 0 when no scaling is needed."""
+    """The k for which weights·2^k keep every sum of w·y and of w, and every product w·y, in the safe range: the rule of
+    `isocal.pava._weight_exponent` (same `_SAFE_EXP`), which scans the arrays themselves, here written over the
+    partitions' magnitude reports (the data never reach the client); tests check both give the same k. 0: no scaling."""
     ymax = max(r['y_range'][0] for r in reports)
     ymin = min(r['y_range'][1] for r in reports)
     wmax, wmin = 1.0, 1.0

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .core import as_float_array, check_choice, check_same_length, check_weights
+from .core import as_float_array, as_real_array, check_choice, check_same_length, check_weights
 from .pava import _radix_sort, _is_sorted
 
 # %% auto #0
@@ -33,9 +33,7 @@ def loss_matrix(loss, n_classes: int) -> np.ndarray:
                              f"got {loss!r}")
         d = np.subtract.outer(np.arange(K), np.arange(K)).astype(np.float64)
         return {'absolute': np.abs(d), 'squared': d * d, 'zero-one': (d != 0).astype(np.float64)}[loss]
-    L = np.asarray(loss)
-    if L.dtype.kind not in 'biuf':
-        raise TypeError(f"`loss` must be a loss name or a numeric matrix, got dtype {L.dtype}")
+    L = as_real_array(loss, 'loss')
     if L.shape != (K, K):
         raise ValueError(f"`loss` matrix must have shape ({K}, {K}) for n_classes={K}, got {L.shape}")
     L = np.ascontiguousarray(L, dtype=np.float64)
@@ -61,7 +59,7 @@ def _check_n_classes(n_classes) -> int:
 
 def _check_labels(y, n_classes: int, name: str = 'y') -> np.ndarray:
     "Labels 1..K as an integer array; 0-based labels are refused with a hint."
-    arr = np.asarray(y)
+    arr = as_real_array(y, name)
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be one-dimensional, got shape {arr.shape}")
     if arr.dtype.kind == 'b' or arr.dtype.kind not in 'iuf':
@@ -555,97 +553,26 @@ def ordinal_scores(model, X) -> np.ndarray:
     `decision_function` (e.g. a linear classifier or ranker), else `predict` (any regressor)."""
     inner = getattr(model, 'model', None)
     if type(inner).__name__ == 'OrderedModel':
-        return np.asarray(inner.predict(model.params, exog=X, which='linpred'), dtype=np.float64).ravel()
+        return _model_scores(inner.predict(model.params, exog=X, which='linpred'), 'model.model.predict')
     if hasattr(model, 'decision_function'):
-        s = np.asarray(model.decision_function(X), dtype=np.float64)
-        if s.ndim == 1 or s.shape[1] == 1: return s.ravel()
+        s = as_real_array(model.decision_function(X), 'model.decision_function(X)')
+        if s.ndim == 1 or s.shape[1] == 1: return _model_scores(s, 'model.decision_function')
     if hasattr(model, 'predict'):
-        s = np.asarray(model.predict(X), dtype=np.float64)
-        if s.ndim == 1 or s.shape[1] == 1: return s.ravel()
-        raise ValueError(f"`model.predict` returned shape {s.shape}; a 1DT needs one score per sample")
+        return _model_scores(model.predict(X), 'model.predict')
     raise TypeError(f"`model` must have `predict` or `decision_function`, got {type(model).__name__}")
 
-def _class_positions(y, classes):
-    "1-based positions of `y` in the ordered `classes`, or a ValueError naming the first unknown label."
-    y = np.asarray(y)
-    sorter = np.argsort(classes, kind='stable')
-    pos = np.clip(np.searchsorted(classes, y, sorter=sorter), 0, len(classes) - 1)
-    pos = sorter[pos]
-    miss = np.flatnonzero(classes[pos] != y)
-    if miss.size:
-        raise ValueError(f"`y` has label {y[miss[0]]!r} (index {miss[0]}) that is not in `classes` {list(classes)}")
-    return pos + 1
-
-class _ThresholdLabeler:
-    """Optimal threshold labeling as a scikit-learn classifier of a one-dimensional score (a 1DT).
-
-    `fit(X, y)`: X the scores (shape (n,) or (n, 1)) — or, with `model`, the features that the fitted `model` turns
-    into scores via `ordinal_scores`; y the ordinal labels. `predict` = h_thr(score; thresholds_), the labels in
-    `classes_`. A score equal to a threshold goes to the upper class.
-
-    Parameters
-    ----------
-    loss : "absolute" (default), "squared", "zero-one" or a K×K matrix (predicted × true, in the order of the classes).
-    classes : the ordered labels (default: the sorted distinct labels of y); give them to keep classes absent from y.
-    model : a fitted regressor / OrderedModel result whose score is the 1DT (None: X is the score).
-    n_jobs : threads for parallel IO (1: sequential).
-    """
-    def __init__(self, *, loss='absolute', classes=None, model=None, n_jobs=1):
-        self.loss, self.classes, self.model, self.n_jobs = loss, classes, model, n_jobs
-
-    def _scores(self, X):
-        "The validated 1DT scores of `X` (errors name `X`, or `model` when its scores are not finite)."
-        if self.model is not None:
-            s = ordinal_scores(self.model, X)
-            bad = np.flatnonzero(~np.isfinite(s))
-            if bad.size:
-                raise ValueError(f"`model` gave a non-finite score ({s[bad[0]]}) for row {bad[0]} of `X`")
-            return s
-        if type(X).__module__.startswith('scipy.sparse'):
-            raise TypeError("sparse `X` is not supported: the score is one dense column (pass X.toarray())")
-        arr = np.asarray(X)
-        if arr.ndim == 2 and arr.shape[1] == 1: arr = arr[:, 0]
-        elif arr.ndim != 1:
-            raise ValueError(f"`X` must be 1-D or a single column (n, 1), got shape {arr.shape}")
-        return as_float_array(arr, 'X')
-
-    def fit(self, X, y, sample_weight=None):
-        "Fit the optimal thresholds on scores (or model features) `X` and labels `y`; returns self."
-        y = np.asarray(y)
-        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
-        if classes.ndim != 1 or len(np.unique(classes)) != len(classes):
-            raise ValueError(f"`classes` must be distinct labels in order, got {self.classes!r}")
-        if len(classes) < 2:
-            raise ValueError(f"`y` holds a single class {list(classes)}; pass `classes` with all ordinal labels")
-        scores = self._scores(X)
-        check_same_length(X=scores, y=y)
-        w = check_weights(sample_weight, scores.shape[0], 'sample_weight')
-        self.result_ = optimal_thresholds(scores, _class_positions(y, classes), len(classes), self.loss,
-                                          sample_weight=w, n_jobs=self.n_jobs)
-        self.classes_, self.thresholds_ = classes, self.result_.thresholds
-        self.n_features_in_ = 1 if self.model is None else getattr(self.model, 'n_features_in_', None)
-        return self
-
-    def decision_function(self, X) -> np.ndarray:
-        "The 1DT score used for labeling."
-        return self._scores(X)
-
-    def predict(self, X) -> np.ndarray:
-        "Labels (from `classes_`) of scores / features `X`."
-        if not hasattr(self, 'thresholds_'):
-            from sklearn.exceptions import NotFittedError
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
-        return self.classes_[threshold_labels(self.decision_function(X), self.thresholds_) - 1]
-
-def _labeler_class():
-    from sklearn.base import BaseEstimator, ClassifierMixin
-    return type('ThresholdLabeler', (_ThresholdLabeler, ClassifierMixin, BaseEstimator),
-                {'__module__': __name__, '__doc__': _ThresholdLabeler.__doc__})
+def _model_scores(s, method: str) -> np.ndarray:
+    "One float score per sample from a model's output (numbers, shape (n,) or (n, 1)), or an error naming the method."
+    s = as_real_array(s, f'{method}(X)')
+    if s.ndim == 2 and s.shape[1] == 1: s = s[:, 0]
+    if s.ndim != 1: raise ValueError(f"`{method}` returned shape {s.shape}; a 1DT needs one score per sample")
+    return np.ascontiguousarray(s, dtype=np.float64)
 
 def __getattr__(name):
+    "`ThresholdLabeler` is defined in `isocal.labeler` (which imports scikit-learn); re-exported on first lookup."
     if name == 'ThresholdLabeler':
-        globals()[name] = cls = _labeler_class()
-        return cls
+        from isocal.labeler import ThresholdLabeler
+        return ThresholdLabeler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _all_ = ['ThresholdLabeler']

@@ -420,3 +420,20 @@ def test_reported_extreme_weights():
 def test_bad_shuffle_method_names_the_argument(value):
     with pytest.raises(ValueError, match='`shuffle_method`'):
         fit_isotonic_dask(chunked([0.0, 1.0], [1, 1]), chunked([1.0, 0.0], [1, 1]), shuffle_method=value)
+
+
+@given(st.lists(st.tuples(st.floats(1e-3, 1e3), st.floats(1e-3, 1e3), st.booleans()), min_size=1, max_size=12),
+       st.lists(st.integers(0, 12), max_size=3), st.booleans(),
+       st.sampled_from([-1060, -1000, -600, 0, 600, 1000]), st.sampled_from([-1060, -600, 0, 600, 1000]))
+def test_weight_exponent_is_pavas_rule(rows, cuts, weighted, w_exp, y_exp):
+    """The client's exponent from the partitions' reports is the k of `isocal.pava._weight_exponent` on the
+    concatenated data (unit weights: on ones), over magnitudes from subnormal (2^-1070) to 1e304, zero targets included."""
+    from isocal.distributed import _piece_report, _weight_exponent
+    from isocal.pava import _weight_exponent as pava_weight_exponent
+    y = np.ldexp(np.array([v if keep else 0.0 for v, _, keep in rows]), y_exp)
+    w = np.ldexp(np.array([u for _, u, _ in rows]), w_exp)
+    bounds = [0, *sorted(min(c, len(rows)) for c in cuts), len(rows)]
+    parts = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    reports = [_piece_report(np.zeros(s.stop - s.start), y[s], w[s] if weighted else None, None, None) for s in parts]
+    expected = pava_weight_exponent(y, w if weighted else np.ones(len(rows)))
+    assert _weight_exponent(reports, weighted) == expected

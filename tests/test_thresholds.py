@@ -428,3 +428,170 @@ def test_empirical_risk_extreme_weights_against_exact(case, factor):
     num = sum(Fraction(float(wi)) * Fraction(float(M[gi - 1, yi - 1])) for wi, gi, yi in zip(w, g, y))
     ref = float(num / sum(Fraction(float(wi)) for wi in w))
     assert empirical_risk(np.array(a, float), y, t, K, M, sample_weight=w) == pytest.approx(ref, rel=1e-13, abs=0)
+
+
+# ---- issue 12: ThresholdLabeler an ordinary class; every array argument through `as_real_array` ----
+
+def test_labeler_is_an_ordinary_class_in_isocal_labeler():
+    """A class statement in `isocal.labeler` (inspect reads its source, its methods are its own), the same class as
+    `isocal.thresholds.ThresholdLabeler`, with scikit-learn's parameter protocol."""
+    import importlib
+    import inspect
+    from sklearn.base import BaseEstimator, ClassifierMixin, clone
+    cls = importlib.import_module('isocal.labeler').ThresholdLabeler
+    assert cls is ThresholdLabeler is thr.ThresholdLabeler and cls.__module__ == 'isocal.labeler'
+    assert inspect.getsource(cls).startswith('class ThresholdLabeler(ClassifierMixin, BaseEstimator):')
+    assert cls.__mro__[1:3] == (ClassifierMixin, BaseEstimator)
+    for method in ('fit', 'predict', 'decision_function', '__sklearn_tags__'):
+        assert method in vars(cls), method
+    params = dict(loss='squared', classes=[1, 2, 3], model=None, n_jobs=2)
+    lab = cls(**params)
+    assert vars(lab) == params and lab.get_params() == params
+    twin = clone(lab)
+    assert twin is not lab and twin.get_params() == params
+    assert twin.set_params(loss='zero-one') is twin and lab.get_params()['loss'] == 'squared'
+    # a classifier, not a transformer: scikit-learn offers `set_output` only to transformers (as for LogisticRegression)
+    assert not hasattr(lab, 'transform') and not hasattr(lab, 'set_output')
+
+
+def test_import_thresholds_does_not_import_sklearn():
+    "`import isocal.thresholds` stays light: the labeler (and scikit-learn) load on first lookup."
+    import subprocess
+    import sys
+    code = ("import sys, isocal.thresholds as t; assert 'sklearn' not in sys.modules; "
+            "assert 'isocal.labeler' not in sys.modules; import isocal.labeler as l; "
+            "assert t.ThresholdLabeler is l.ThresholdLabeler")
+    subprocess.run([sys.executable, '-c', code], check=True)
+
+
+def _sklearn_checks(estimator):
+    import warnings
+    from sklearn.utils.estimator_checks import check_estimator
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        results = check_estimator(estimator, on_skip=None, on_fail=None)
+    name = lambda r: r['check_name'] if isinstance(r['check_name'], str) else r['check_name'].func.__name__
+    return {name(r): r['status'] for r in results}, {name(r): r for r in results}
+
+
+def test_sklearn_check_estimator():
+    """A one-score classifier is tagged one_d_array (like `IsotonicRegression`): check_estimator then runs only
+    `check_estimator_cloneable`; with `model=` X are the model's features (two_d_array)."""
+    from sklearn.utils import get_tags
+    status, _ = _sklearn_checks(ThresholdLabeler())
+    assert status == {'check_estimator_cloneable': 'passed'}
+    tags = get_tags(ThresholdLabeler())
+    assert (tags.input_tags.one_d_array, tags.input_tags.two_d_array, tags.input_tags.sparse) == (True, False, False)
+    from sklearn.linear_model import LinearRegression
+    assert get_tags(ThresholdLabeler(model=LinearRegression())).input_tags.two_d_array
+
+
+LABELER_CHECKS = [
+    'check_estimator_cloneable', 'check_estimator_tags_renamed', 'check_valid_tag_types', 'check_estimator_repr',
+    'check_no_attributes_set_in_init', 'check_fit_score_takes_y', 'check_estimators_overwrite_params',
+    'check_estimators_fit_returns_self', 'check_readonly_memmap_input', 'check_estimators_unfitted',
+    'check_do_not_raise_errors_in_init_or_set_params', 'check_mixin_order', 'check_positive_only_tag_during_fit',
+    'check_estimators_dtypes', 'check_sample_weights_pandas_series', 'check_sample_weights_not_an_array',
+    'check_sample_weights_list', 'check_all_zero_sample_weights_error', 'check_pipeline_consistency',
+    'check_estimators_partial_fit_n_features', 'check_supervised_y_no_nan', 'check_classifiers_one_label',
+    'check_non_transformer_estimators_n_iter', 'check_parameters_default_constructible', 'check_get_params_invariance',
+    'check_set_params', 'check_decision_proba_consistency', 'check_estimator_sparse_tag',
+    'check_estimator_sparse_matrix', 'check_estimators_pickle', 'check_classifier_data_not_an_array',
+    'check_fit_idempotent', 'check_fit_check_is_fitted',
+]
+
+
+class _ForcedTwoD(ThresholdLabeler):
+    "ThresholdLabeler tagged two_d_array=True so that check_estimator does not skip everything (X[:, 0] is the score)."
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = True
+        return tags
+
+
+def test_sklearn_checks_forced_2d():
+    """The checks that apply to a one-score estimator pass when scikit-learn feeds X[:, 0] (its `_enforce_estimator_
+    tags_X` for one_d_array estimators). The others fit on several features (as for `IsotonicRegression`, see
+    test_pava.py), or differ by design: check_classifiers_regression_target (ordinal labels may be any ordered values,
+    non-integer numbers included), check_complex_data (TypeError, not ValueError), check_estimators_empty_data_messages
+    and check_estimators_nan_inf (the (n, k>1) shape is refused first), check_supervised_y_2d (a column `y` is refused)."""
+    status, results = _sklearn_checks(_ForcedTwoD())
+    failed = {k: repr(results[k].get('exception'))[:300] for k in LABELER_CHECKS if status.get(k) != 'passed'}
+    assert not failed, failed
+
+
+def _objects(a):
+    "The same numbers in an object-dtype array (Python ints and floats), as pandas or a list of Decimals gives."
+    out = np.empty(len(a), dtype=object)
+    out[:] = [int(v) if float(v).is_integer() else float(v) for v in a]
+    return out
+
+
+@given(tiny)
+def test_object_arrays_of_numbers_are_converted(case):
+    "Numeric object arrays (scores, labels, weights, loss matrix) give the brute-force optimum, as float arrays do."
+    K, a, y, w, loss = case
+    if w is not None and sum(w) == 0: w = None
+    if isinstance(loss, str): ell, L = named_loss(loss, K), loss
+    else:
+        M = np.array(loss, float).reshape(K, K)
+        ell, L = (lambda k, l: M[k - 1, l - 1]), np.array(loss, dtype=object).reshape(K, K)
+    total, idx = brute_force(a, y, K, ell, w)
+    ow = None if w is None else _objects(w)
+    res = optimal_thresholds(_objects(a), _objects(y), K, L, sample_weight=ow)
+    assert tuple(res.indices) == idx and Fraction(res.total_loss) == total
+    assert list(threshold_labels(_objects(a), _objects(res.thresholds[np.isfinite(res.thresholds)]))) == \
+        labels_of(a, [t for t in res.thresholds if np.isfinite(t)])
+    assert empirical_risk(_objects(a), _objects(y), res.thresholds, K, L, sample_weight=ow) == pytest.approx(
+        float(total / (sum(w) if w is not None else len(a))), rel=1e-12)
+    if len(set(y)) >= 2:
+        lab = ThresholdLabeler(classes=list(range(1, K + 1)), loss=L).fit(_objects(a), _objects(y), ow)
+        assert list(lab.predict(_objects(a))) == labels_of(a, res.thresholds)
+
+
+def _sparse_column(values):
+    from scipy import sparse
+    return sparse.csr_matrix(np.asarray(values, float).reshape(-1, 1))
+
+
+@pytest.mark.parametrize('call, name', [
+    (lambda: prepare(_sparse_column([0.0, 1.0]), [1, 2], 2), '`a`'),
+    (lambda: prepare([0.0, 1.0], _sparse_column([1, 2]), 2), '`y`'),
+    (lambda: prepare([0.0, 1.0], [1, 2], 2, _sparse_column([0.0, 1.0, 1.0, 0.0]).reshape(2, 2)), '`loss`'),
+    (lambda: prepare([0.0, 1.0], [1, 2], 2, sample_weight=_sparse_column([1.0, 1.0])), '`sample_weight`'),
+    (lambda: optimal_thresholds(_sparse_column([0.0, 1.0]), [1, 2], 2), '`a`'),
+    (lambda: threshold_labels(_sparse_column([0.0, 1.0]), [0.5]), '`u`'),
+    (lambda: threshold_labels([0.0, 1.0], _sparse_column([0.5])), '`thresholds`'),
+    (lambda: empirical_risk([0.0, 1.0], [1, 2], _sparse_column([0.5]), 2), '`thresholds`'),
+    (lambda: ThresholdLabeler().fit(_sparse_column([0.0, 1.0]), [1, 2]), '`X`'),
+    (lambda: ThresholdLabeler().fit([0.0, 1.0], _sparse_column([1, 2])), '`y`'),
+    (lambda: ThresholdLabeler().fit([0.0, 1.0], [1, 2]).predict(_sparse_column([0.0, 1.0])), '`X`'),
+    (lambda: ThresholdLabeler().fit([0.0, 1.0], [1, 2]).decision_function(_sparse_column([0.0])), '`X`'),
+])
+def test_sparse_input_refused_by_name(call, name):
+    with pytest.raises(TypeError) as err:
+        call()
+    assert name in str(err.value) and 'sparse' in str(err.value)
+
+
+def test_model_features_may_be_sparse_and_model_scores_are_checked():
+    "With `model=`, X goes to the model as given (a linear model takes sparse features); its scores are validated."
+    from scipy import sparse
+    from sklearn.linear_model import LinearRegression
+    X = sparse.csr_matrix(np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 1.0], [3.0, 0.0]]))
+    y = np.array([1, 1, 2, 2])
+    reg = LinearRegression().fit(X, y)
+    lab = ThresholdLabeler(model=reg).fit(X, y)
+    np.testing.assert_array_equal(lab.predict(X), threshold_labels(reg.predict(X), lab.thresholds_))
+
+    class _Strings:
+        def predict(self, X): return np.array(['a'] * X.shape[0])
+    with pytest.raises(TypeError, match=r'`model\.predict\(X\)` must hold real numbers') as err:
+        ordinal_scores(_Strings(), np.zeros((2, 1)))
+    assert 'could not convert' not in str(err.value)
+
+
+@pytest.mark.parametrize('y', [np.array([[1], [2]]), np.array([[1, 2]])])
+def test_labeler_two_dimensional_y_refused(y):
+    with pytest.raises(ValueError, match='`y` must be one-dimensional'):
+        ThresholdLabeler().fit(np.array([0.0, 1.0])[:y.size], y)
