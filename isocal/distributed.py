@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .core import check_choice, check_increasing, not_finite_error
-from .pava import _SAFE_EXP, Staircase, _OOB, _distinct_score_sums, _pava_kernel
+from .pava import Staircase, _OOB, _distinct_score_sums, _exponent_for, _pava_kernel
 
 # %% auto #0
 __all__ = ['is_dask_collection', 'fit_isotonic_dask', 'predict_dask']
@@ -190,22 +190,16 @@ def _magnitudes(a):
     return (float(m.max()), float(nonzero.min())) if nonzero.size else (0.0, np.inf)
 
 def _weight_exponent(reports, weighted):
-    """The k for which weights·2^k keep every sum of w·y and of w, and every product w·y, in the safe range: the rule of
-    `isocal.pava._weight_exponent` (same `_SAFE_EXP`), which scans the arrays themselves, here written over the
-    partitions' magnitude reports (the data never reach the client); tests check both give the same k. 0: no scaling."""
+    """The k for which weights·2^k keep every sum of w·y and of w, and every product w·y, in the safe range: pava's
+    rule (`isocal.pava._exponent_for`) applied to the partitions' magnitude reports (the data never reach the client).
+    0: no scaling."""
     ymax = max(r['y_range'][0] for r in reports)
     ymin = min(r['y_range'][1] for r in reports)
     wmax, wmin = 1.0, 1.0
     if weighted:
         wmax = max(r['w_range'][0] for r in reports)
         wmin = min(r['w_range'][1] for r in reports)
-    if ymax == 0.0: ymax = ymin = 1.0                          # all targets 0: only the weight sums matter
-    n = sum(r['n']['x'] for r in reports)
-    hi = math.floor(_SAFE_EXP - math.log2(wmax) - math.log2(n) - max(math.log2(ymax), 0.0))
-    lw, ly = math.log2(wmin), math.log2(ymin)
-    lo = math.ceil(max(-_SAFE_EXP - lw - ly, (-_SAFE_EXP - 2.0 * lw - ly) / 2.0))
-    if lo <= 0 <= hi: return 0
-    return hi if hi < 0 or lo > hi else lo
+    return int(_exponent_for(ymax, ymin, wmax, wmin, sum(r['n']['x'] for r in reports)))
 
 def _piece_report(x, y, w, loss, tie_key):
     """The few numbers the client needs to validate one partition (runs on a worker). `tie_key` None: not presorted;

@@ -65,8 +65,13 @@ def _weight_exponent(y, w):
         ymin = min(ymin, a if a > 0.0 else np.inf)
         wmax = max(wmax, w[i])
         wmin = min(wmin, w[i] if w[i] > 0.0 else np.inf)
+    return _exponent_for(ymax, ymin, wmax, wmin, y.shape[0])
+
+@njit(cache=True)
+def _exponent_for(ymax, ymin, wmax, wmin, n):
+    "The rule of `_weight_exponent` from the extremes of |y| and w (smallest over non-zero values) and the count n."
     if ymax == 0.0: ymax = ymin = 1.0                          # all targets 0: only the weight sums matter
-    hi = math.floor(_SAFE_EXP - np.log2(wmax) - np.log2(y.shape[0]) - max(np.log2(ymax), 0.0))
+    hi = math.floor(_SAFE_EXP - np.log2(wmax) - np.log2(n) - max(np.log2(ymax), 0.0))
     lw, ly = np.log2(wmin), np.log2(ymin)
     lo = math.ceil(max(-_SAFE_EXP - lw - ly, (-_SAFE_EXP - 2.0 * lw - ly) / 2.0))
     if lo <= 0 <= hi: return 0
