@@ -8,6 +8,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -29,13 +30,23 @@ def _sigmoid(z):
     return e / (1.0 + e)
 
 @njit(cache=True, inline='always')
+def _pseudo_huber12(r, delta):
+    """(l', l'') of pseudo-Huber at residual r: r/√(1 + q²) and (1 + q²)^(-3/2), q = r/δ, written with s = δ/r for
+    |r| > δ so that q² never overflows (δ = 1e-300, or residuals near 1e308, would give inf/inf = nan)."""
+    if abs(r) <= delta:
+        q = r / delta
+        inv = 1.0 / np.sqrt(1.0 + q * q)
+        return r * inv, inv * inv * inv
+    s = delta / r
+    inv = 1.0 / np.sqrt(1.0 + s * s)
+    c = abs(s) * inv
+    return (delta if r > 0.0 else -delta) * inv, c * c * c
+
+@njit(cache=True, inline='always')
 def _deriv(code, params, z, y):
     "l'(z; y) of one sample at unit weight, on the internal scale."
     if code == _SQUARED: return z - y
-    if code == _PSEUDO_HUBER:
-        r = z - y
-        q = r / params[0]
-        return r / np.sqrt(1.0 + q * q)
+    if code == _PSEUDO_HUBER: return _pseudo_huber12(z - y, params[0])[0]
     if code == _LOGCOSH: return np.tanh(z - y)
     if code == _EXPECTILE:
         r = z - y
@@ -56,10 +67,7 @@ def _deriv2(code, params, z, y):
     "l''(z; y) (may be 0 or inf at isolated points)."
     if code == _SQUARED: return 1.0
     r = z - y
-    if code == _PSEUDO_HUBER:
-        q = r / params[0]
-        inv = 1.0 / np.sqrt(1.0 + q * q)
-        return inv * inv * inv
+    if code == _PSEUDO_HUBER: return _pseudo_huber12(r, params[0])[1]
     if code == _LOGCOSH:
         t = np.tanh(r)
         return 1.0 - t * t
@@ -106,12 +114,8 @@ def _third_bound(code, params, ymin, ymax, a, b):
 
 @njit(cache=True, inline='always')
 def _deriv12(code, params, z, y):
-    "(l'(z; y), l''(z; y)) together (pseudo-Huber: one square root and one division, 1/δ hoisted out of loops)."
-    if code == _PSEUDO_HUBER:
-        r = z - y
-        q = r * (1.0 / params[0])
-        inv = 1.0 / np.sqrt(1.0 + q * q)
-        return r * inv, inv * inv * inv
+    "(l'(z; y), l''(z; y)) together (pseudo-Huber: one square root and two divisions for both)."
+    if code == _PSEUDO_HUBER: return _pseudo_huber12(z - y, params[0])
     return _deriv(code, params, z, y), _deriv2(code, params, z, y)
 
 @njit(cache=True)
@@ -140,6 +144,7 @@ def _point_min(code, params, y):
         else: lo = mid
 
 # %% ../nbs/02_convex.ipynb #6efcc2be
+_TINY_NORMAL = np.finfo(np.float64).tiny
 _LINKS = {'identity': (lambda z: z, lambda m: m),
           'logit': (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda p: np.log(p) - np.log1p(-p)),
           'log': (np.exp, np.log)}
@@ -161,13 +166,22 @@ class Loss:
 
     def deriv(self, z, y):
         "l'(z; y) on the internal scale, vectorised (for plots and checks)."
-        z, y = np.broadcast_arrays(np.asarray(z, float), np.asarray(y, float))
+        z, y = np.broadcast_arrays(_float_values(z, 'z'), _float_values(y, 'y'))
         return np.array([_deriv(self.code, self.params, a, b) for a, b in zip(z.ravel(), y.ravel())]).reshape(z.shape)
 
-    def to_mean(self, z): return _LINKS[self.link][0](np.asarray(z, float))
+    def to_mean(self, z): return _LINKS[self.link][0](_float_values(z, 'z'))
     def from_mean(self, m):
-        with np.errstate(divide='ignore'): return _LINKS[self.link][1](np.asarray(m, float))
+        with np.errstate(divide='ignore', invalid='ignore'): return _LINKS[self.link][1](_float_values(m, 'm'))
     def __repr__(self): return self.name
+
+    def _rescaled(self, S):
+        "The loss whose minimisers for targets y/S are this loss's divided by S (S a power of two), or None."
+        return None
+
+def _float_values(v, name):
+    "`v` as float(s), or a TypeError naming `name` instead of NumPy's conversion error."
+    try: return np.asarray(v, dtype=float)
+    except (TypeError, ValueError): raise TypeError(f"`{name}` must be a real number or an array of them, got {v!r}") from None
 
 def _domain_error(y, bad, what, name):
     i = int(np.flatnonzero(bad)[0])
@@ -176,6 +190,7 @@ def _domain_error(y, bad, what, name):
 class Squared(Loss):
     "Weighted squared error ½(z − y)²."
     code, closed_form, name = _SQUARED, True, 'squared'
+    def _rescaled(self, S): return self
 
 class LogLoss(Loss):
     "Bernoulli deviance (log-loss) for targets in [0, 1], on the logit scale."
@@ -201,17 +216,32 @@ class LogCosh(Loss):
     flat (scale targets into a range of width < 38 where exactness matters)."""
     code, name = _LOGCOSH, 'logcosh'
 
+def _is_real(value):
+    "A real Python or NumPy scalar (bools are not numbers here)."
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+def _finite_real(value):
+    "`value` as a finite float if it is a real scalar representable as one, else None (never a conversion error)."
+    if not _is_real(value): return None
+    try: v = float(value)
+    except OverflowError: return None                    # a Python int beyond 1.8e308
+    return v if np.isfinite(v) else None
+
 def _param(value, name, ok, what):
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and np.isfinite(value) and ok(float(value))):
-        raise ValueError(f"`{name}` must be {what}, got {value!r}")
-    return float(value)
+    v = _finite_real(value)
+    if v is None or not ok(v): raise ValueError(f"`{name}` must be {what}, got {value!r}")
+    return v
 
 class PseudoHuber(Loss):
-    "δ²(√(1 + (r/δ)²) − 1), r = z − y: squared for |r| ≪ δ, δ|r| for |r| ≫ δ."
+    """δ²(√(1 + (r/δ)²) − 1), r = z − y: squared for |r| ≪ δ, δ|r| for |r| ≫ δ. Its derivative is ±δ in double
+    precision once |r| > 1e8 δ, so (like log-cosh) a block whose residuals all exceed that is flat there and its
+    level is determined only to the flat (choose δ on the scale of the residuals where exactness matters)."""
     code = _PSEUDO_HUBER
     def __init__(self, delta=1.0):
         self.delta = _param(delta, 'delta', lambda v: v > 0, 'a positive finite number')
         self.params, self.name = np.array([self.delta]), f'PseudoHuber(delta={self.delta:g})'
+    def _rescaled(self, S):                      # l'_δ(S r) = S l'_{δ/S}(r)
+        return PseudoHuber(self.delta / S) if np.isfinite(self.delta / S) and self.delta / S >= _TINY_NORMAL else None
 
 class Expectile(Loss):
     "Asymmetric squared error ½|τ − 1[z > y]|(z − y)²: its minimiser is the τ-expectile."
@@ -219,6 +249,7 @@ class Expectile(Loss):
     def __init__(self, tau=0.5):
         self.tau = _param(tau, 'tau', lambda v: 0 < v < 1, 'in (0, 1)')
         self.params, self.name = np.array([self.tau]), f'Expectile(tau={self.tau:g})'
+    def _rescaled(self, S): return self          # homogeneous of degree 1
 
 class Lp(Loss):
     "|z − y|^p / p for p > 1 (p = 1 is not strictly convex)."
@@ -226,6 +257,7 @@ class Lp(Loss):
     def __init__(self, p=1.5):
         self.p = _param(p, 'p', lambda v: v > 1, 'a finite number > 1')
         self.params, self.name = np.array([self.p]), f'Lp(p={self.p:g})'
+    def _rescaled(self, S): return self          # homogeneous of degree p - 1
 
 class SquaredQuartic(Loss):
     "½r² + (a/4)r⁴, r = z − y, a ≥ 0."
@@ -233,6 +265,8 @@ class SquaredQuartic(Loss):
     def __init__(self, a=1.0):
         self.a = _param(a, 'a', lambda v: v >= 0, 'a finite number >= 0')
         self.params, self.name = np.array([self.a]), f'SquaredQuartic(a={self.a:g})'
+    def _rescaled(self, S):                      # l'_a(S r) = S l'_{a S²}(r); past 1.8e308 the r term is below an ulp
+        return SquaredQuartic(self.a * S * S) if np.isfinite(self.a * S * S) else (Lp(4.0) if self.a > 0 else self)
 
 _NAMED = {'squared': Squared, 'logloss': LogLoss, 'poisson': Poisson, 'gamma': Gamma, 'logcosh': LogCosh}
 
@@ -245,7 +279,30 @@ def get_loss(loss) -> Loss:
 
 # %% ../nbs/02_convex.ipynb #9312e4e8
 _START, _CNT, _WSUM, _P, _D, _DABS, _LO, _HI, _YMIN, _YMAX, _H = range(11)      # columns of the group stack
-_NONCONVEX, _AMBIGUOUS = -1, 2
+_NONCONVEX, _AMBIGUOUS, _UNCERTIFIED = -1, 2, -3
+_TINY = np.finfo(np.float64).tiny            # smallest normal double
+_MAX_PROBES = 600                            # ample: bisection alone reaches adjacent doubles in about 130 probes
+
+@njit(cache=True, inline='always')
+def _rounding_bound(code, params, cnt, dabs):
+    """Bound on the rounding error of a summed derivative of `cnt` terms with sum |w l'| = `dabs`: the summation
+    (cnt - 1 roundings), each term's own evaluation (a few ulps), and the residual z - y rounded by one ulp, which
+    moves l' by κ ulps with κ = r l''/l' (p - 1 for Lp, at most 3 for the squared-quartic, at most 1 otherwise)."""
+    kappa = params[0] if code == _LP else (3.0 if code == _SQUARED_QUARTIC else 1.0)
+    return (cnt + 8.0 + kappa) * _EPS * dabs
+
+@njit(cache=True, inline='always')
+def _split(lo, hi):
+    """A bisection point of [lo, hi]: 0 if the bracket straddles it, the geometric mean if the ends differ by more
+    than a factor 4 in magnitude (halving the exponent range, so adjacent doubles are reached in about 130 probes
+    even from [tiny, 1e308]), else the midpoint."""
+    if lo < 0.0 < hi: return 0.0
+    small, big = min(abs(lo), abs(hi)), max(abs(lo), abs(hi))
+    if big > 4.0 * small:
+        m = np.sqrt(max(small, _TINY)) * np.sqrt(big)
+        m = m if hi > 0.0 else -m
+        if lo < m < hi: return m
+    return 0.5 * lo + 0.5 * hi
 
 @njit(cache=True, inline='always')
 def _div(x, c):
@@ -274,7 +331,7 @@ def _certify(code, params, st, g):
     "Shrink group g's bracket using _D = L'(p) and curvature bounds; False if it became empty (l' not increasing)."
     p, d, W = st[g, _P], st[g, _D], st[g, _WSUM]
     lo, hi = st[g, _LO], st[g, _HI]
-    e = (st[g, _CNT] + 8.0) * _EPS * st[g, _DABS]             # bound on the rounding error of the summed _D
+    e = _rounding_bound(code, params, st[g, _CNT], st[g, _DABS])   # bound on the rounding error of the summed _D
     if d - e > 0.0: hi = min(hi, p)
     elif d + e < 0.0: lo = max(lo, p)
     h = st[g, _H]
@@ -315,6 +372,38 @@ def _block_deriv(code, params, y, w, s, e, z):
     return d, a, h
 
 @njit(cache=True)
+def _block_deriv_exact(code, params, y, w, s, e, z):
+    """sum of w l'(z; y) over samples s..e-1 without rounding error in the summation (Shewchuk's partials, as
+    `math.fsum`; at most ~40 non-overlapping partials exist in double precision): its sign is the exact sign of the
+    sum of the computed terms, so terms that cancel exactly (a target at the root) give exactly 0."""
+    partials = np.empty(96)
+    n = 0
+    for i in range(s, e):
+        x = _sample_deriv(code, params, y, w, i, z)[0]
+        k = 0
+        for j in range(n):
+            v = partials[j]
+            if abs(x) < abs(v): x, v = v, x
+            hi = x + v
+            lo = v - (hi - x)
+            if lo != 0.0:
+                partials[k] = lo
+                k += 1
+            x = hi
+        partials[k] = x
+        n = k + 1
+    total = 0.0
+    for j in range(n): total += partials[j]            # smallest first; the sign is the largest partial's
+    return total if n == 0 or total != 0.0 or partials[n - 1] == 0.0 else partials[n - 1]
+
+@njit(cache=True)
+def _decided_deriv(code, params, y, w, s, e, z):
+    "_block_deriv, with the summed derivative recomputed exactly when rounding could have decided its sign."
+    d, a, h = _block_deriv(code, params, y, w, s, e, z)
+    if abs(d) <= _rounding_bound(code, params, e - s, a): d = _block_deriv_exact(code, params, y, w, s, e, z)
+    return d, a, h
+
+@njit(cache=True)
 def _refine(code, params, y, w, st, g, z, stats):
     "Re-anchor group g at z (one pass over its samples) and re-certify its bracket."
     s = int(st[g, _START])
@@ -330,17 +419,17 @@ def _tight(lo, hi):
     return mid <= lo or mid >= hi
 
 @njit(cache=True, inline='always')
-def _side(st, g):
+def _side(code, params, st, g):
     "Where is group g's level relative to its reference point? -1 above, +1 below, 0 equal up to rounding."
-    e = (st[g, _CNT] + 8.0) * _EPS * st[g, _DABS]
+    e = _rounding_bound(code, params, st[g, _CNT], st[g, _DABS])
     return 1 if st[g, _D] > e else (-1 if st[g, _D] < -e else 0)
 
 @njit(cache=True)
 def _newton_anchor(code, params, y, w, st, g, stats):
     "Re-anchor group g at its Newton point p - _D/_H (usually makes its bracket tiny)."
     h = st[g, _H]
-    z = st[g, _P] - st[g, _D] / h if 0.0 < h < np.inf else 0.5 * (st[g, _LO] + st[g, _HI])
-    if not st[g, _LO] < z < st[g, _HI]: z = 0.5 * (st[g, _LO] + st[g, _HI])
+    z = st[g, _P] - st[g, _D] / h if 0.0 < h < np.inf else _split(st[g, _LO], st[g, _HI])
+    if not st[g, _LO] < z < st[g, _HI]: z = _split(st[g, _LO], st[g, _HI])
     return _refine(code, params, y, w, st, g, z, stats)
 
 @njit(cache=True, inline='always')
@@ -352,10 +441,12 @@ def _bracket_order(st, a, b):
 
 @njit(cache=True)
 def _group_violates(code, params, y, w, st, a, b, stats):
-    "Is level(a) >= level(b) for adjacent groups a < b? 1 yes, 0 no, -1: a derivative is not increasing."
+    """Is level(a) >= level(b) for adjacent groups a < b? 1 yes, 0 no, -1: a derivative is not increasing, -3: not
+    decided within the probe budget. Tie rule: levels that cannot be told apart in double precision (equal, or
+    within one ulp, or a derivative zero within its rounding bound at the other's level) count as a violation."""
     small, big = (a, b) if st[a, _CNT] <= st[b, _CNT] else (b, a)
     anchored_small = anchored_big = False
-    for _ in range(400):
+    for _ in range(_MAX_PROBES):
         v = _bracket_order(st, a, b)
         if v != _AMBIGUOUS: return v
         if not anchored_small and st[small, _LO] < st[small, _HI]:  # cheap first: one Newton re-anchor of the
@@ -368,19 +459,19 @@ def _group_violates(code, params, y, w, st, a, b, stats):
             continue
         if _tight(st[b, _LO], st[b, _HI]):                       # b known to an ulp: L_a' at level(b) decides
             if not _refine(code, params, y, w, st, a, st[b, _LO], stats): return _NONCONVEX
-            return 0 if _side(st, a) > 0 else 1                 # (equal up to an ulp counts as a violation)
+            return 0 if _side(code, params, st, a) > 0 else 1                 # (equal up to an ulp counts as a violation)
         if _tight(st[a, _LO], st[a, _HI]):
             if not _refine(code, params, y, w, st, b, st[a, _HI], stats): return _NONCONVEX
-            return 0 if _side(st, b) < 0 else 1
+            return 0 if _side(code, params, st, b) < 0 else 1
         lo, hi = max(st[a, _LO], st[b, _LO]), min(st[a, _HI], st[b, _HI])
         tight = _tight(lo, hi)
-        z = lo if tight else 0.5 * (lo + hi)                    # probe both in the overlap
+        z = lo if tight else _split(lo, hi)                     # probe both in the overlap
         if not _refine(code, params, y, w, st, a, z, stats): return _NONCONVEX
         if not _refine(code, params, y, w, st, b, z, stats): return _NONCONVEX
-        sa, sb = _side(st, a), _side(st, b)
+        sa, sb = _side(code, params, st, a), _side(code, params, st, b)
         if sa > 0 and sb <= 0 or sa == 0 and sb < 0: return 0   # level(a) below z, level(b) not below it
         if sa <= 0 and sb >= 0 or tight: return 1
-    return 1
+    return _UNCERTIFIED
 
 @njit(cache=True, inline='always')           # (inlined: _pool_convex is its only caller, and calls are not free)
 def _merge_groups(code, params, y, w, st, a, b, stats):
@@ -421,7 +512,8 @@ def _push_group(code, params, y, w, st, g, s, e, m, stats):
 @njit(cache=True)
 def _pool_convex(code, params, y, w, m, groups, st, stats):
     """Increasing pooling of x-ordered samples (w: None or positive weights; m: per-sample minimisers; groups: None
-    or initial group starts followed by n). Returns the number of stacked groups, or -1 if l' is not increasing."""
+    or initial group starts followed by n). Returns the number of stacked groups, or -1 if l' is not increasing,
+    -3 if a comparison could not be certified."""
     n = y.shape[0]
     ng = n if groups is None else groups.shape[0] - 1
     top = np.intp(0)                      # (not a literal 0: that would compile the callees a second time)
@@ -432,47 +524,76 @@ def _pool_convex(code, params, y, w, m, groups, st, stats):
         while top > 1:
             v = _bracket_order(st, top - 2, top - 1)             # O(1) unless the brackets overlap
             if v == _AMBIGUOUS: v = _group_violates(code, params, y, w, st, top - 2, top - 1, stats)
-            if v == _NONCONVEX: return _NONCONVEX
+            if v == _NONCONVEX or v == _UNCERTIFIED: return v
             if v == 0: break
             if not _merge_groups(code, params, y, w, st, top - 2, top - 1, stats): return _NONCONVEX
             top -= 1
     return top
 
+@njit(cache=True, inline='always')
+def _next_probe(x, d, d2, lo, hi, mode):
+    """The probe after x (summed derivative d, curvature d2) in the bracket [lo, hi]: mode 0 the Newton point, mode 1
+    twice the Newton step (at least one ulp), to land beyond the root when Newton creeps up on it from one side;
+    anything else, or a point outside the bracket, bisects."""
+    if mode < 2 and 0.0 < d2 < np.inf:
+        t = -d / d2 * (1.0 if mode == 0 else 2.0)
+        z = x + t
+        if z == x: z = np.nextafter(x, -np.inf if d > 0.0 else np.inf)
+        if lo < z < hi: return z
+    return _split(lo, hi)
+
 @njit(cache=True)
 def _resolve_group(code, params, y, w, st, g, stats, tol):
-    """The group's minimiser by safeguarded Newton inside its bracket, to full double precision (tol 0) or until the
-    bracket is at most `tol` wide; nan if l' is not increasing."""
+    """Group g's minimiser, certified: adjacent doubles lo < hi with summed derivatives D(lo) < 0 < D(hi) (the
+    closer to zero is returned), or a double with D exactly 0 (tol > 0: a bracket at most tol wide). Returns nan if
+    l' is not increasing, inf if D is not finite or no certificate was reached within the probe budget (never the
+    last iterate).
+    Probes: Newton while it at least halves the bracket; after a stall twice the Newton step, then bisection; and
+    at least every fourth probe bisects, so adjacent doubles are reached within about 4 × 130 probes."""
     lo, hi = st[g, _LO], st[g, _HI]
     if lo == hi: return lo
-    s, e = int(st[g, _START]), int(st[g, _START] + st[g, _CNT])
-    x = st[g, _P] if lo < st[g, _P] < hi else 0.5 * (lo + hi)
-    for _ in range(200):
-        d, a, d2 = _block_deriv(code, params, y, w, s, e, x)
-        stats[0] += e - s
+    s, cnt = int(st[g, _START]), int(st[g, _CNT])
+    d_lo, d_hi = -np.inf, np.inf                 # D at lo and hi where evaluated (the pooling bracket is sound)
+    x = st[g, _P] if lo < st[g, _P] < hi else _split(lo, hi)
+    mode = newton_run = 0
+    for _ in range(_MAX_PROBES):
+        width = hi - lo
+        d, a, d2 = _decided_deriv(code, params, y, w, s, s + cnt, x)
+        stats[0] += cnt
         if d2 < 0.0: return np.nan
-        if abs(d) <= (e - s + 8.0) * _EPS * a: return x
-        st[g, _P], st[g, _D], st[g, _DABS], st[g, _H] = x, d, a, d2
-        if not _certify(code, params, st, g): return np.nan
-        lo, hi = st[g, _LO], st[g, _HI]
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi or hi - lo <= tol: return mid
-        xn = x - d / d2 if 0.0 < d2 < np.inf else mid
-        x = xn if lo < xn < hi and xn != x else mid
-    return x
+        if d != d: return np.inf                          # not finite: no certificate possible
+        if d == 0.0: return x if a > 0.0 else np.inf   # every term 0 in a wide bracket: underflow, no information
+        if d > 0.0: hi, d_hi = x, d
+        else: lo, d_lo = x, d
+        if _tight(lo, hi):                          # an end the pooling bracket gave may be the root itself
+            if d_lo == -np.inf: d_lo = _decided_deriv(code, params, y, w, s, s + cnt, lo)[0]
+            if d_hi == np.inf: d_hi = _decided_deriv(code, params, y, w, s, s + cnt, hi)[0]
+            return lo if abs(d_lo) <= abs(d_hi) else hi
+        if hi - lo <= tol: return 0.5 * lo + 0.5 * hi
+        mode = 0 if mode == 2 or hi - lo <= 0.5 * width else mode + 1
+        newton_run = 0 if mode == 2 else newton_run + 1
+        if newton_run > 3: mode, newton_run = 2, 0     # Newton may converge linearly (e.g. to 0, never reached by
+        x = _next_probe(x, d, d2, lo, hi, mode)        # halving the width): every fourth probe bisects
+        if not lo < x < hi: return np.inf
+    return np.inf
 
 @njit(cache=True)
 def _resolve_all(code, params, y, w, st, ng, levels, starts, wts, stats, tol):
-    "Levels (internal scale, made non-decreasing), starts and weights of the ng stacked groups; False if non-convex."
+    """Levels (internal scale, made non-decreasing), starts and weights of the ng stacked groups; 1 on success,
+    -1 if non-convex, -3 if a level could not be certified."""
     for g in range(ng):
         lv = _resolve_group(code, params, y, w, st, g, stats, tol)
-        if np.isnan(lv): return False
-        levels[g] = lv if g == 0 else max(lv, levels[g - 1])     # rounding can never undo the order
+        if np.isnan(lv): return _NONCONVEX
+        if np.isinf(lv): return _UNCERTIFIED
+        levels[g] = lv if g == 0 else max(lv, levels[g - 1])     # tie rule: rounding can never undo the order
         starts[g], wts[g] = int(st[g, _START]), st[g, _WSUM]
     starts[ng] = y.shape[0]
-    return True
+    return 1
+
 
 # %% ../nbs/02_convex.ipynb #58a10168
-_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_point_min', '_certify', '_block_deriv', '_refine', '_newton_anchor',
+_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact',
+                    '_decided_deriv', '_refine', '_newton_anchor',
                     '_group_violates', '_merge_groups', '_push_group', '_pool_convex', '_resolve_group', '_resolve_all',
                     '_anytime_step')
 
@@ -486,6 +607,20 @@ def _rebind_kernels(replace: dict) -> types.SimpleNamespace:
         g[name] = njit(types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__))
     return types.SimpleNamespace(**{name: g[name] for name in names})
 
+def _compiled_loss_function(f, name):
+    """`f` compiled by Numba for two float arguments (z, y) and returning a real number, or a TypeError naming
+    `name` (checked by compiling, not calling, so no value of z or y is assumed valid)."""
+    if not callable(f): raise TypeError(f"`{name}` must be a function {name}(z, y), got {f!r}")
+    jitted = f if hasattr(f, 'py_func') else njit(f)
+    sig = (numba.float64, numba.float64)
+    try: jitted.compile(sig)
+    except Exception as e:
+        raise TypeError(f"`{name}` must be a function of two numbers (z, y) that Numba can compile: {e}") from None
+    returns = jitted.overloads[sig].signature.return_type
+    if not isinstance(returns, (numba.types.Float, numba.types.Integer)):
+        raise TypeError(f"`{name}`(z, y) must return a real number, but returns {returns}")
+    return jitted
+
 class CustomLoss(Loss):
     """A loss given by its derivative `deriv(z, y)` (Numba-jitted, or a plain function that Numba can compile) and
     optionally `deriv2(z, y)`; `value(z, y)` is only used for plots. `deriv` must be strictly increasing in z."""
@@ -496,10 +631,10 @@ class CustomLoss(Loss):
         return False
 
     def __init__(self, deriv, deriv2=None, *, value=None, name='custom'):
-        if not callable(deriv): raise TypeError(f"`deriv` must be a function deriv(z, y), got {deriv!r}")
-        if deriv2 is not None and not callable(deriv2): raise TypeError(f"`deriv2` must be callable, got {deriv2!r}")
-        jit = lambda f: f if hasattr(f, 'py_func') else njit(f)
-        self.d1, self.d2 = jit(deriv), (None if deriv2 is None else jit(deriv2))
+        self.d1 = _compiled_loss_function(deriv, 'deriv')
+        self.d2 = None if deriv2 is None else _compiled_loss_function(deriv2, 'deriv2')
+        if value is not None and not callable(value): raise TypeError(f"`value` must be a function or None, got {value!r}")
+        if not isinstance(name, str): raise TypeError(f"`name` must be a string, got {name!r}")
         self.value, self.name, self._kernels = value, name, None
 
     def deriv(self, z, y): return np.vectorize(self.d1, otypes=[float])(z, y)
@@ -523,7 +658,7 @@ class CustomLoss(Loss):
         "Detect a derivative that is not increasing on a grid around a few targets."
         for t in np.unique(np.quantile(y, [0, 0.5, 1]) if len(y) else []):
             z = t + max(1.0, abs(t)) * np.linspace(-8, 8, 161)
-            d = self.deriv(z, np.full_like(z, t))
+            with np.errstate(all='ignore'): d = self.deriv(z, np.full_like(z, t))
             if not np.all(np.isfinite(d)):
                 raise ValueError(f"`loss`: deriv(z, {t}) is not finite for some z in [{z[0]:g}, {z[-1]:g}]")
             if np.any(np.diff(d) < 0) or d[0] >= 0 or d[-1] <= 0:
@@ -540,10 +675,55 @@ def _nonconvex_error():
     return ValueError("`loss` is not strictly convex: its summed derivative was found decreasing "
                       "(check that deriv(z, y) increases in z)")
 
+def _uncertified_error():
+    return ValueError("a block minimiser could not be certified to full double precision (its summed derivative was "
+                      "not finite, or no certificate within the probe budget: please report this input); no "
+                      "unverified level is returned")
+
+def _power_of_two_scale(big, limit):
+    "1, or the power of two 2^(e-1) with `big` in [2^(e-1), 2^e) when |e| > `limit` (dividing by it is exact)."
+    if not big > 0.0: return 1.0
+    e = int(np.frexp(big)[1])
+    return 1.0 if -limit <= e <= limit else float(np.ldexp(1.0, e - 1))
+
+def _target_scale(loss, y):
+    """(loss', S): S = 1, or a power of two such that targets y/S are of order one when they are so large (or small)
+    that residuals or summed derivatives could overflow (or underflow); loss' is the loss whose minimisers on the
+    targets y/S are the original ones divided by S (`Loss._rescaled`)."""
+    limit = 1000
+    if loss.code == _LP: limit = int(min(1000, 500 / max(loss.p - 1.0, 0.5)))   # |r|^(p-1)
+    if loss.code == _SQUARED_QUARTIC: limit = 300                                    # a r³
+    S = _power_of_two_scale(float(np.max(np.abs(y))) if len(y) else 0.0, limit)
+    scaled = loss._rescaled(S) if S != 1.0 else None
+    return (loss, 1.0) if scaled is None else (scaled, S)
+
+def _weight_scale(w):
+    "(w / 2^k, 2^k): 2^k = 1 unless the sum of the weights could overflow (weights near 1e308); exact division."
+    if w is None: return None, 1.0
+    e = int(np.frexp(float(np.max(w)))[1]) + int(np.ceil(np.log2(len(w))))     # sum < 2^e
+    if e <= 1000: return w, 1.0
+    k = float(np.ldexp(1.0, e - 1000))
+    return w / k, k
+
+def _check_no_overflow(loss, y, w, S):
+    "Refuse (naming `targets`) data whose summed derivative overflows even after scaling, rather than fail later."
+    if loss.code == _CUSTOM or len(y) == 0: return
+    span = float(np.max(y)) - float(np.min(y))
+    with np.errstate(over='ignore', invalid='ignore'):
+        top = abs(float(loss.deriv(span, 0.0))) * (len(y) if w is None else float(np.sum(w)))
+    if not np.isfinite(top):
+        raise ValueError(f"`targets` span {span * S:g}, too wide for {loss} in double precision: its summed "
+                         f"derivative overflows")
+
 def _fit_increasing(loss, y, w, groups, tol=0.0):
-    "(levels on the mean scale, block starts, block weights, derivative evaluations) for positive weights."
+    """(levels on the mean scale, block starts, block weights, derivative evaluations) for positive weights.
+    Targets and weights are first divided by powers of two where their sums could overflow (exact, and the
+    minimisers scale back exactly)."""
     n = y.shape[0]
-    if loss.closed_form:
+    w, wk = _weight_scale(w)
+    if loss.closed_form:                          # a weighted mean: homogeneous in y, whatever the link
+        S = _power_of_two_scale(float(np.max(np.abs(y))), 1000)
+        y = y / S
         sums, wts, starts = np.empty(n), np.empty(n), np.empty(n + 1, dtype=np.intp)
         if groups is None: nb = _pava_kernel(y, w, False, 1.0, sums, wts, starts)
         else:
@@ -551,17 +731,23 @@ def _fit_increasing(loss, y, w, groups, tol=0.0):
             gs = np.add.reduceat(y if w is None else w * y, groups[:-1])
             nb = _pava_kernel(gs, gw, True, 1.0, sums, wts, starts)
             starts[:nb + 1] = groups[starts[:nb + 1]]
-        return sums[:nb] / wts[:nb], starts[:nb + 1], wts[:nb], 0
+        with np.errstate(over='ignore'):
+            return sums[:nb] / wts[:nb] * S, starts[:nb + 1], wts[:nb] * wk, 0
+    loss, S = _target_scale(loss, y)
+    y = y / S
+    _check_no_overflow(loss, y, w, S)
     k = _kernels(loss)
     m = np.array([k._point_min(loss.code, loss.params, v) for v in y]) if loss.code == _CUSTOM else y
     if np.any(~np.isfinite(m)):
-        raise ValueError(f"`loss` has no finite minimiser for target {y[np.flatnonzero(~np.isfinite(m))[0]]}")
+        raise ValueError(f"`loss` has no finite minimiser for target {y[np.flatnonzero(~np.isfinite(m))[0]] * S}")
     st, stats = np.empty((n, 11)), np.zeros(1, np.int64)
     ng = k._pool_convex(loss.code, loss.params, y, w, m, groups, st, stats)
     levels, starts, wts = np.empty(max(ng, 0)), np.empty(max(ng, 0) + 1, np.intp), np.empty(max(ng, 0))
-    if ng < 0 or not k._resolve_all(loss.code, loss.params, y, w, st, ng, levels, starts, wts, stats, tol):
-        raise _nonconvex_error()
-    return loss.to_mean(levels), starts, wts, int(stats[0])
+    if ng >= 0: ng = k._resolve_all(loss.code, loss.params, y, w, st, ng, levels, starts, wts, stats, tol / S)
+    if ng == _UNCERTIFIED: raise _uncertified_error()
+    if ng < 0: raise _nonconvex_error()
+    with np.errstate(over='ignore'):                     # a block weight beyond 1.8e308 is inf, as it should be
+        return loss.to_mean(levels * S), starts, wts * wk, int(stats[0])
 
 def _convex_fit_sorted(loss, values, weights=None, sign=1.0, *, y_is_sum=False, groups=None, tol=0.0):
     """Block levels (mean scale), block starts (followed by n) and block weights of the isotonic fit of x-sorted,
@@ -577,20 +763,27 @@ def _convex_fit_sorted(loss, values, weights=None, sign=1.0, *, y_is_sum=False, 
         if not loss.closed_form: raise ValueError(f"y_is_sum needs a weighted-mean loss, not {loss}")
         y = y / np.where(weights > 0, weights, 1.0)
     if n == 0: return np.empty(0), np.zeros(1, np.intp), np.empty(0), 0
+    if weights is not None and not np.all(weights > 0):
+        return _fit_without_zero_weights(loss, y, weights, sign, groups, tol)
     if sign < 0:
         rg = None if groups is None else (n - np.asarray(groups)[::-1]).astype(np.intp)
         lv, st, wt, ev = _convex_fit_sorted(loss, y[::-1], None if weights is None else weights[::-1], 1.0,
                                             groups=rg, tol=tol)
         return lv[::-1].copy(), (n - st[::-1]).astype(np.intp), wt[::-1].copy(), ev
-    keep = None if weights is None or np.all(weights > 0) else np.flatnonzero(weights > 0)
-    if keep is None:
-        g = None if groups is None else np.asarray(groups, np.intp)
-        return _fit_increasing(loss, y, None if weights is None else np.ascontiguousarray(weights, np.float64), g, tol)
+    g = None if groups is None else np.asarray(groups, np.intp)
+    return _fit_increasing(loss, y, None if weights is None else np.ascontiguousarray(weights, np.float64), g, tol)
+
+def _fit_without_zero_weights(loss, y, weights, sign, groups, tol):
+    """Fit the positive-weight samples, then give each zero-weight sample the level of the block on its left *in the
+    given order* (the first block if none), whatever the direction: `isotonic_regression`'s rule. (Done before a
+    decreasing fit reverses the data, where "left" would become "right".)"""
+    n = y.shape[0]
+    keep = np.flatnonzero(weights > 0)
     g = None
     if groups is not None:                       # forced groups restricted to the positive-weight samples
         gid = np.repeat(np.arange(len(groups) - 1), np.diff(groups))[keep]
         g = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1], True]).astype(np.intp)
-    lv, st, wt, ev = _fit_increasing(loss, y[keep], np.ascontiguousarray(weights[keep]), g, tol)
+    lv, st, wt, ev = _convex_fit_sorted(loss, y[keep], np.ascontiguousarray(weights[keep]), sign, groups=g, tol=tol)
     full = keep[st[:-1]]
     full[0] = 0                                  # leading zero-weight samples join the first block
     return lv, np.r_[full, n].astype(np.intp), wt, ev
@@ -603,9 +796,9 @@ def _validate(loss, targets, weights):
     return loss, y, w
 
 def _check_tol(tol):
-    if tol is not None and not (isinstance(tol, (int, float, np.number)) and np.isfinite(tol) and tol > 0):
+    if tol is not None and not (_finite_real(tol) is not None and tol > 0):
         raise ValueError(f"`tol` must be a positive finite number or None, got {tol!r}")
-    return tol
+    return None if tol is None else _finite_real(tol)
 
 def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol=None) -> IsotonicResult:
     """Isotonic regression of x-ordered `targets` under a strictly convex `loss`, by pooling adjacent violators
@@ -619,13 +812,16 @@ def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol
     targets : array-like of shape (n,)
         Finite targets in the loss's domain ([0, 1] for "logloss", >= 0 for "poisson", > 0 for "gamma").
     weights : array-like of shape (n,), optional
-        Finite, non-negative, not all zero; a zero-weight sample takes the level of the block on its left.
+        Finite, non-negative, not all zero; a zero-weight sample takes the level of the block on its left in the
+        given order (of the first block if none), for either `increasing`, as in `isotonic_regression`.
     increasing : bool
         False fits a non-increasing sequence.
     tol : float, optional
-        None (default) solves every block minimiser to full double precision; a positive `tol` accepts a level once
-        its certified bracket is at most `tol` wide (the block structure is exact either way). Ignored by the
-        weighted-mean losses, whose levels are exact sums.
+        None (default) certifies every block minimiser to full double precision (the exact minimiser rounded to
+        one of its neighbouring doubles, or a double where the summed derivative is exactly 0), and raises a
+        ValueError rather than return a level it cannot certify; a positive `tol` accepts a level once its
+        bracket is at most `tol` wide (the block structure is exact either way). Ignored by the weighted-mean
+        losses, whose levels are exact sums.
 
     Returns
     -------
@@ -659,7 +855,8 @@ def _probe(lo, hi):
 @njit(cache=True)
 def _anytime_step(code, params, y, w, gs, glo, ghi, gd, gdone, ng, stats):
     """One iteration in place on the ng groups (starts gs, bounds [glo, ghi], derivative gd, finished flags);
-    returns the new number of groups, or -2 (with stats[1] = the group's first sample) if a minimiser is infinite."""
+    returns the new number of groups, or -2 (with stats[1] = the group's first sample) if the doubling overflowed
+    (a minimiser beyond ±1e308, i.e. infinite for the callers' scaled targets) or a summed derivative is not finite."""
     for g in range(ng):                                         # 1. _D = -L'(C) at the probe of unfinished groups
         if gdone[g]: continue
         c = _probe(glo[g], ghi[g])
@@ -669,6 +866,9 @@ def _anytime_step(code, params, y, w, gs, glo, ghi, gd, gdone, ng, stats):
             d -= t if w is None else w[i] * t
         gd[g] = d
         stats[0] += gs[g + 1] - gs[g]
+        if not (np.isfinite(c) and np.isfinite(d)):
+            stats[1] = gs[g]
+            return _DIVERGED
     top = 0                                                     # 2. join on a stack
     for g in range(ng):
         gs[top], glo[top], ghi[top], gd[top], gdone[top] = gs[g], glo[g], ghi[g], gd[g], gdone[g]
@@ -681,9 +881,6 @@ def _anytime_step(code, params, y, w, gs, glo, ghi, gd, gdone, ng, stats):
     for g in range(top):                                        # 3. halve the bounds by the sign of _D
         if gdone[g]: continue
         c = _probe(glo[g], ghi[g])
-        if not abs(c) <= 1e300:
-            stats[1] = gs[g]
-            return _DIVERGED
         if gd[g] >= 0.0: glo[g] = c
         if gd[g] <= 0.0: ghi[g] = c
         mid = _probe(glo[g], ghi[g])
@@ -707,8 +904,8 @@ class AnytimeState:
 
 class _Anytime:
     "State of one anytime run on validated data (internal scale); `step()` does one iteration."
-    def __init__(self, loss, y, w, lower, upper, sign):
-        self.loss, self.sign, self.n = loss, sign, y.shape[0]
+    def __init__(self, loss, y, w, lower, upper, sign, scale=1.0):
+        self.loss, self.sign, self.n, self.scale = loss, sign, y.shape[0], scale    # targets divided by `scale`
         self.y, self.w = (y, w) if sign > 0 else (y[::-1].copy(), None if w is None else w[::-1].copy())
         self.k = _kernels(loss)
         n = self.n
@@ -722,8 +919,8 @@ class _Anytime:
                                   self.gd, self.gdone, self.ng, self.stats)
         if ng == _DIVERGED:
             i = int(self.stats[1]) if self.sign > 0 else self.n - 1 - int(self.stats[1])
-            raise ValueError(f"the minimiser of the group containing sample {i} is infinite (e.g. all-0 or all-1 "
-                             f"labels under {self.loss}): the doubling phase cannot bracket it; use isotonic_convex")
+            raise ValueError(f"the minimiser of the group containing sample {i} is not finite under {self.loss} "
+                             f"(the doubling phase passed ±1e308 without bracketing it)")
         self.ng, self.iteration = ng, self.iteration + 1
 
     def width(self):
@@ -731,29 +928,40 @@ class _Anytime:
         open_ = ~self.gdone[:self.ng]
         if not open_.any(): return 0.0
         with np.errstate(invalid='ignore'):
-            return float(np.max(self.loss.to_mean(self.ghi[:self.ng][open_]) - self.loss.to_mean(self.glo[:self.ng][open_])))
+            hi, lo = self.ghi[:self.ng][open_], self.glo[:self.ng][open_]
+            return float(np.max(self.loss.to_mean(hi) - self.loss.to_mean(lo))) * self.scale
 
     def state(self, converged=False):
         ng, gs = self.ng, self.gs[:self.ng + 1].copy()
         est = np.array([_probe(a, b) for a, b in zip(self.glo[:ng], self.ghi[:ng])])
         rep = np.diff(gs)
-        per = lambda v: np.repeat(self.loss.to_mean(v), rep)
+        per = lambda v: np.repeat(self.loss.to_mean(v) * self.scale, rep)
         x, lo, hi = per(est), per(self.glo[:ng]), per(self.ghi[:ng])
         if self.sign < 0: x, lo, hi, gs = x[::-1], lo[::-1], hi[::-1], (self.n - gs[::-1])
         return AnytimeState(self.iteration, x, lo, hi, gs, int(self.stats[0]), converged)
 
-def _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasing):
+def _internal_bound(loss, value, name, default):
+    "A user's bound on the mean scale as a finite internal-scale number (`default` for None), or a clear error."
+    if value is None: return default
+    v = _finite_real(value)
+    if v is None: raise ValueError(f"`{name}` must be a finite number or None, got {value!r}")
+    z = float(loss.from_mean(v))
+    if not np.isfinite(z):
+        raise ValueError(f"`{name}` = {value!r} is outside the range of means of {loss} "
+                         f"({'(0, 1)' if loss.link == 'logit' else '(0, inf)'}); it cannot bound the solution")
+    return z
+
+def _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasing, callback=None):
     inc = check_increasing(increasing)
     loss, y, w = _validate(loss, targets, weights)
     _check_tol(tol)
-    if max_iter is not None and not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
+    if max_iter is not None and not (isinstance(max_iter, (int, np.integer)) and not isinstance(max_iter, bool)
+                                     and max_iter >= 1):
         raise ValueError(f"`max_iter` must be an integer >= 1 or None, got {max_iter!r}")
-    b = [-np.inf if lower is None else float(loss.from_mean(lower)),
-         np.inf if upper is None else float(loss.from_mean(upper))]
-    for name, v in (('lower', lower), ('upper', upper)):
-        if v is not None and not (isinstance(v, (int, float, np.number)) and np.isfinite(v)):
-            raise ValueError(f"`{name}` must be a finite number or None, got {v!r}")
-    if not b[0] < b[1]: raise ValueError(f"`lower` ({lower}) must be below `upper` ({upper})")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"`callback` must be a function of the AnytimeState or None, got {callback!r}")
+    lo, hi = _internal_bound(loss, lower, 'lower', -np.inf), _internal_bound(loss, upper, 'upper', np.inf)
+    if not lo < hi: raise ValueError(f"`lower` ({lower}) must be below `upper` ({upper})")
     if w is not None and not np.all(w > 0):
         raise ValueError("`weights` must be positive for anytime_isotonic (drop zero-weight samples)")
     if loss.code in (_LOGLOSS, _POISSON) and len(y):              # infinite minimisers show up in the closed form
@@ -762,8 +970,11 @@ def _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasi
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"the exact fit at sample {i} is {lv[i]:g}, an infinite minimiser on the {loss.link} "
-                             f"scale of {loss}: the anytime bisection cannot bracket it; use isotonic_convex")
-    return _Anytime(loss, y, w, b[0], b[1], 1.0 if inc else -1.0), tol, max_iter
+                             f"scale of {loss} (all-0 or all-1 labels there): the anytime bisection cannot bracket "
+                             f"it; use isotonic_convex")
+    w = None if w is None else _weight_scale(w)[0]               # sums of weights near 1e308 must not overflow
+    loss, S = _target_scale(loss, y)                             # nor residuals of targets near ±1e308
+    return _Anytime(loss, y / S, w, lo / S, hi / S, 1.0 if inc else -1.0, S), tol, max_iter
 
 def anytime_iter(loss, targets, weights=None, *, lower=None, upper=None, tol=None, max_iter=None,
                  increasing: bool = True):
@@ -799,7 +1010,7 @@ def anytime_isotonic(loss, targets, weights=None, *, lower=None, upper=None, tol
     AnytimeState
         `x`, `lower`, `upper` per point, `blocks`, `iteration`, `n_evals`, `converged`.
     """
-    run, tol, max_iter = _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasing)
+    run, tol, max_iter = _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasing, callback)
     converged = run.n == 0
     while not converged and (max_iter is None or run.iteration < max_iter):
         run.step()
