@@ -27,7 +27,12 @@ class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
     increasing : True, False or "auto" (the sign of the Spearman correlation, as in scikit-learn).
     out_of_bounds : "nan", "clip" or "raise", for scores outside the training range.
     ties : "primary", "secondary" (default) or "tertiary", see `fit_staircase`.
-    interpolation : "linear" (default, scikit-learn's) or "step" (the paper's staircase).
+    interpolation : "linear" (default, scikit-learn's), "step" (the paper's staircase), "centered" (centred isotonic
+        regression: each block's level at its weighted score centre, linear in between, the end levels held from
+        the first and last centre to the ends of the training range) or "strict" (the step values plus a vanishing
+        tie-breaking slope that keeps the training scores' order strictly and raises the squared loss by at most
+        1e-9 x total weight x s**2, s the smallest power of two >= max |y|; see `_strict_values`).
+        Outside the training range all follow `out_of_bounds`, "clip" giving the map's end values.
     loss : "squared" (default) or a strictly convex loss of `isocal.convex`, see `fit_staircase`.
 
     Rows with zero `sample_weight` are ignored, and a fit on a single distinct score predicts its level everywhere,
@@ -56,13 +61,18 @@ class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
         else:
             st = fit_staircase(x, y, w, increasing=inc, ties=self.ties, loss=self.loss)
             lo, hi, levels = st.x_lo, st.x_hi, st.levels
-        return self._set_staircase(lo, hi, levels, inc)
+        self._set_staircase(lo, hi, levels, inc)
+        if self.interpolation in ('centered', 'strict'): self._set_rank_map(x, y, w)
+        return self
 
     def _fit_dask(self, X, y, sample_weight):
         "Fit on dask collections with `fit_isotonic_dask`, zero-weight rows dropped first as in memory."
         self._check_params()
         inc = check_increasing(self.increasing, allow_auto=True)
         if inc == 'auto': raise ValueError("`increasing`='auto' is not supported for dask inputs: pass True or False")
+        if self.interpolation in ('centered', 'strict'):
+            raise ValueError(f"`interpolation`={self.interpolation!r} is not supported for dask inputs: "
+                             "use 'linear' or 'step'")
         if is_dask_collection(sample_weight):
             keep = sample_weight > 0
             X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
@@ -76,7 +86,8 @@ class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
         runs = _tie_runs(levels)
         lo, hi, levels = lo[runs[:-1]], hi[runs[1:] - 1], levels[runs[:-1]]
         single_score = lo[0] == hi[-1]          # scikit-learn's calibrator is then the constant everywhere
-        self.staircase_ = Staircase(lo, hi, levels, increasing=inc, interpolation=self.interpolation,
+        self.staircase_ = Staircase(lo, hi, levels, increasing=inc,
+                                    interpolation='step' if self.interpolation == 'step' else 'linear',
                                     out_of_bounds='clip' if single_score else self.out_of_bounds)
         self.increasing_ = inc
         self.X_min_, self.X_max_ = float(lo[0]), float(hi[-1])
@@ -84,10 +95,26 @@ class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
         self.n_features_in_ = 1
         return self
 
+    def _set_rank_map(self, x, y, w):
+        "Replace the staircase by the line through the centred or strict knots (a staircase of one-score blocks)."
+        st = self.staircase_
+        if st.x_lo[0] == st.x_hi[-1]: return           # a single distinct score: the constant, as scikit-learn
+        ux, tie = np.unique(x, return_inverse=True)
+        w = np.ones(x.shape[0]) if w is None else np.ldexp(w, -int(np.frexp(w.max())[1]))    # exact, sums finite
+        uw = np.bincount(tie, weights=w)
+        block = np.searchsorted(st.x_lo, ux, side='right') - 1
+        if self.interpolation == 'centered':
+            kx, ky = _centred_knots(ux, uw, block, st.x_lo, st.x_hi, st.levels)
+        else:
+            kx, ky = ux, _strict_knot_levels(y, w, tie, uw, block, st.levels, st.increasing, self.y_min, self.y_max)
+        self.staircase_ = Staircase(kx, kx, ky, increasing=st.increasing, interpolation='linear',
+                                    out_of_bounds=st.out_of_bounds)
+        self.X_thresholds_, self.y_thresholds_ = self.staircase_.knots()
+
     def _check_params(self):
         check_choice(self.out_of_bounds, 'out_of_bounds', tuple(_OOB))
         check_choice(self.ties, 'ties', ('primary', 'secondary', 'tertiary'))
-        check_choice(self.interpolation, 'interpolation', ('step', 'linear'))
+        check_choice(self.interpolation, 'interpolation', ('step', 'linear', 'centered', 'strict'))
         for name in ('y_min', 'y_max'):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float, np.number)) and np.isfinite(v)):
@@ -114,3 +141,65 @@ class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
         tags.input_tags.one_d_array = True
         tags.input_tags.two_d_array = False
         return tags
+
+# %% ../nbs/01a_isotonic.ipynb #c1e4a003
+def _centred_knots(ux, uw, block, lo, hi, levels):
+    """Knots (score, level) of centred isotonic regression: block b's level at its weighted score centre, and the
+    ends of the training range at the end levels. `ux` are the sorted distinct scores, `uw` their weights."""
+    nb = levels.shape[0]
+    block_weight = np.bincount(block, weights=uw, minlength=nb)
+    centre = np.clip(np.bincount(block, weights=uw / block_weight[block] * ux, minlength=nb), lo, hi)
+    kx = np.concatenate([lo[:1], centre, hi[-1:]])
+    ky = np.concatenate([levels[:1], levels, levels[-1:]])
+    keep = np.concatenate([[lo[0] < centre[0]], np.ones(nb, bool), [centre[-1] < hi[-1]]])
+    return kx[keep], ky[keep]
+
+# %% ../nbs/01a_isotonic.ipynb #c1e4a006
+_STRICT_TOL = 1e-9          # loss budget of the strict map: 1e-9 x total weight x s**2
+
+def _strict_values(levels, block, uw, us, lower, upper, budget):
+    """`levels[block] + eps * d` at the sorted distinct scores (increasing orientation): d is a score's rank offset
+    from its block's anchor; eps is half the step at which the loss rise could reach `budget`, lowered if needed to
+    keep each block's values strictly between its neighbours' levels and within [lower, upper]. `uw`, `us`: weight
+    and sum of w*y at each score."""
+    nb = levels.shape[0]
+    first = np.searchsorted(block, np.arange(nb)).astype(float)
+    last = np.searchsorted(block, np.arange(nb), side='right') - 1.0
+    below, above = levels[0] - lower, upper - levels[-1]
+    anchor = (first + last) / 2
+    on_both = nb == 1 and below == 0 and above == 0          # cannot be strict inside the bounds: stay centred
+    if below == 0 and not on_both: anchor[0] = first[0]
+    if above == 0 and not on_both: anchor[-1] = last[-1]
+    d = np.arange(block.shape[0]) - anchor[block]
+    resid = us - levels[block] * uw                          # sum of w * (y - level) at each distinct score
+    s, q = d @ resid, (d * d) @ uw
+    eps = budget / (abs(s) + np.sqrt(s * s + budget * q)) / 2 if q > 0 else 0.0
+    spans = np.concatenate([[anchor[0] - first[0]], last[:-1] - anchor[:-1] + anchor[1:] - first[1:],
+                            [last[-1] - anchor[-1]]])
+    gaps = np.concatenate([[np.inf if on_both else below], np.diff(levels), [np.inf if on_both else above]])
+    limited = spans > 0
+    if limited.any(): eps = min(eps, float((gaps[limited] / spans[limited]).min()) / 2)
+    return levels[block] + eps * d
+
+def _strict_knot_levels(y, w, tie, uw, block, levels, increasing, y_min, y_max):
+    """The strict map's values at the sorted distinct training scores (`tie`: each row's score index), computed
+    with the targets scaled by a power of two to |y| <= 1; raises if float64 cannot keep them strictly monotone."""
+    sign = 1.0 if increasing else -1.0
+    top = float(np.abs(y).max())
+    mant, e = np.frexp(top)
+    e = 0 if top == 0 else int(e) - (mant == 0.5)            # 2**e: the smallest power of two >= max |y|
+    if y_min is not None and y_max is not None and y_min == y_max:
+        raise ValueError(f"`interpolation`='strict' needs `y_min` < `y_max`, got both {y_min}")
+    lower = min(max(y.min(), -np.inf if y_min is None else y_min), levels.min())
+    upper = max(min(y.max(), np.inf if y_max is None else y_max), levels.max())
+    if levels[0] == levels[-1]:                              # one block: move away from a bound the user set
+        if y_min is not None and levels[0] <= y_min: upper = np.inf if y_max is None else y_max
+        elif y_max is not None and levels[0] >= y_max: lower = -np.inf if y_min is None else y_min
+    if not increasing: lower, upper = -upper, -lower
+    us = np.bincount(tie, weights=w * np.ldexp(sign * y, -e))
+    f = _strict_values(np.ldexp(sign * levels, -e), block, uw, us, np.ldexp(lower, -e), np.ldexp(upper, -e),
+                       _STRICT_TOL * uw.sum())
+    if not np.all(f[1:] > f[:-1]):
+        raise ValueError(f"`interpolation`='strict' cannot separate the {uw.shape[0]} distinct training scores in "
+                         "float64 within its loss budget; use `interpolation`='centered'")
+    return np.ldexp(sign * f, e)
