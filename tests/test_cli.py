@@ -2,6 +2,7 @@
 import csv
 import errno
 import io
+import math
 import os
 import shutil
 import stat
@@ -218,7 +219,19 @@ BAD_CSVS = [
     ("nan", "score,label\n0.1,0\nnan,1\n", "{path}, line 3: column 'score' has non-finite value 'nan'"),
     ("label_2", "score,label\n0.1,0\n\n0.2,2\n", "{path}, line 4: column 'label' must be 0 or 1, got 2"),
     ("label_half", "score,label\n0.1,0.5\n", "{path}, line 2: column 'label' must be 0 or 1, got 0.5"),
-    ("short_row", "score,label\n0.1,0\n0.2\n", "{path}, line 3: expected at least 2 fields, found 1"),
+    ("short_row", "score,label\n0.1,0\n0.2\n", "{path}, line 3: expected 2 fields as in the header, found 1"),
+    # issue 16: pyarrow reads the file; the same messages, and Python's lenient float() syntax refused
+    ("long_row", "score,label\n0.1,0,7\n", "{path}, line 2: expected 2 fields as in the header, found 3"),
+    ("underscore", "score,label\n0.1,0\n1_000,1\n", "{path}, line 3: column 'score' has non-numeric value '1_000'"),
+    ("full_width", "score,label\n\uff10.\uff15,0\n", "{path}, line 2: column 'score' has non-numeric value '\uff10.\uff15'"),
+    ("hexadecimal", "score,label\n0x10,0\n", "{path}, line 2: column 'score' has non-numeric value '0x10'"),
+    ("inf", "score,label\n0.1,0\n-Infinity,1\n", "{path}, line 3: column 'score' has non-finite value '-Infinity'"),
+    ("overflow", "score,label\n1e999,0\n", "{path}, line 2: column 'score' has non-finite value '1e999'"),
+    ("label_text", "score,label\n0.1,true\n", "{path}, line 2: column 'label' has non-numeric value 'true'"),
+    ("label_negative", "score,label\n0.1,0\n0.2,-1\n", "{path}, line 3: column 'label' must be 0 or 1, got -1"),
+    ("quoted_newline", 'id,score,label\n"a\nb",0.1,0\nc,x,1\n', "{path}, line 4: column 'score' has non-numeric value 'x'"),
+    ("label_after_quoted_newline", 'id,score,label\n"a\nb",0.1,0\n\nc,0.2,3\n',
+     "{path}, line 5: column 'label' must be 0 or 1, got 3"),
 ]
 
 
@@ -349,27 +362,18 @@ def test_calibrate_refuses_to_overwrite_the_apply_file(tmp_path, scores_csv, cap
     assert snapshot(tmp_path) == before
 
 
-class FailingWriter:
-    "A csv writer that writes the header and a few rows, then fails like a full disk."
-    def __init__(self, file, **kwargs):
-        self.file = file
-
-    def writerow(self, row):
-        self.file.write(",".join(row) + "\n")
-
-    def writerows(self, rows):
-        for i, row in enumerate(rows):
-            if i == 3:
-                self.file.flush()
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            self.writerow(row)
-
-
 def test_calibrate_write_failure_keeps_the_previous_output(tmp_path, scores_csv, capsys, monkeypatch):
     out = tmp_path / "out.csv"
     out.write_text("previous,results\n1,2\n")
     before = snapshot(tmp_path)
-    monkeypatch.setattr("isocal.cli.csv.writer", FailingWriter)
+    import pyarrow.csv
+
+    def fails_midway(table, file, options=None):
+        file.write(b"0.5,0.25\n0.")
+        file.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pyarrow.csv, "write_csv", fails_midway)
     assert main(["calibrate", str(scores_csv[0]), "--out", str(out)]) == 2
     assert capsys.readouterr().err == f"isocal: error: cannot write --out {out}: No space left on device\n"
     assert snapshot(tmp_path) == before  # old content intact, no temporary file left
@@ -712,3 +716,158 @@ def test_output_name_at_the_file_system_limit(tmp_path, scores_csv):
     out = tmp_path / ("x" * 251 + ".csv")  # 255 characters: a temporary name built from it must be shorter
     assert main(["calibrate", str(scores_csv[0]), "--out", str(out)]) == 0
     assert read_csv(out)[0] == ["score", "probability"] and len(list(tmp_path.iterdir())) == 2
+
+
+# ---------------------------------------------------------------- real files: pyarrow, Parquet, stdin (issue 16, 1)
+
+CELL_TEXT = st.text(alphabet="0123456789+-.eE_x naifINF\uff11\u0661", max_size=8)
+
+
+def python_reference(cell):
+    "Independent rule for a score cell: Python's float() syntax, less its non-ASCII digits and underscores; finite."
+    if not cell.isascii() or "_" in cell:
+        return None
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+@given(cell=CELL_TEXT)
+@example(cell="1_000")
+@example(cell="\uff11")
+@example(cell=" +.5e-3 ")
+@example(cell="1e999")
+@example(cell="nan")
+def test_score_cells_are_read_strictly(tmp_path_factory, cell):
+    directory = tmp_path_factory.mktemp("cell")
+    path = directory / "s.csv"
+    path.write_text(f"score,label\n{cell},0\n1,1\n", encoding="utf-8")
+    out = directory / "o.csv"
+    code = main(["calibrate", str(path), "--out", str(out)])
+    expected = python_reference(cell.strip())
+    if expected is None:
+        assert code == 2 and not out.exists()
+    else:
+        assert code == 0
+        assert read_csv(out)[1][0, 0] == expected
+
+
+def write_parquet(path, columns):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def read_parquet(path):
+    import pyarrow.parquet as pq
+    table = pq.read_table(path)
+    return table.column_names, {name: table.column(name).to_numpy() for name in table.column_names}
+
+
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_parquet_in_and_out_match_csv(tmp_path, scores_csv, method, capsys):
+    path, s, y = scores_csv
+    parquet = write_parquet(tmp_path / "scores.parquet", {"label": y.astype(np.int64), "score": s})
+    assert main(["calibrate", str(path), "--method", method, "--out", str(tmp_path / "a.csv")]) == 0
+    assert main(["calibrate", str(parquet), "--method", method, "--out", str(tmp_path / "b.pq")]) == 0
+    header, table = read_csv(tmp_path / "a.csv")
+    names, columns = read_parquet(tmp_path / "b.pq")
+    assert names == header
+    for j, name in enumerate(header):
+        np.testing.assert_array_equal(columns[name], table[:, j])
+
+
+@pytest.mark.parametrize("columns, message", [
+    ({"score": [0.1, None], "label": [0, 1]}, "{path}, row 2: column 'score' has a missing value"),
+    ({"score": [0.1, float("nan")], "label": [0, 1]}, "{path}, row 2: column 'score' has non-finite value nan"),
+    ({"score": [0.1, 0.2, 0.3], "label": [0, 1, 2]}, "{path}, row 3: column 'label' must be 0 or 1, got 2"),
+    ({"score": ["0.1"], "label": [0]}, "{path}: column 'score' has type string, not a number"),
+    ({"s": [0.1], "label": [0]}, "{path}: missing column(s) 'score'; the header has 's', 'label'"),
+])
+def test_bad_parquet_is_reported_by_row(tmp_path, capsys, columns, message):
+    path = write_parquet(tmp_path / "bad.parquet", columns)
+    assert main(["calibrate", str(path), "--out", str(tmp_path / "o.csv")]) == 2
+    assert capsys.readouterr().err == f"isocal: error: {message.format(path=path)}\n"
+
+
+def test_a_csv_named_parquet_is_refused(tmp_path, scores_csv, capsys):
+    path = tmp_path / "fake.parquet"
+    shutil.copy(scores_csv[0], path)
+    assert main(["calibrate", str(path), "--out", str(tmp_path / "o.csv")]) == 2
+    assert capsys.readouterr().err.startswith(f"isocal: error: cannot read {path} as Parquet:")
+
+
+def test_other_column_names(tmp_path, scores_csv, capsys):
+    path, s, y = scores_csv
+    renamed = write_csv(tmp_path / "renamed.csv", ["p", "y"], [(repr(float(a)), b) for a, b in zip(s, y)])
+    new = write_csv(tmp_path / "new.csv", ["p"], [[repr(float(a))] for a in s[::-1]])
+    assert main(["calibrate", str(path), "--apply", str(new).replace("new", "new"), "--out", str(tmp_path / "a.csv"),
+                 "--method", "ivap"]) == 2  # the default column name is not in new.csv
+    assert "missing column(s) 'score'" in capsys.readouterr().err
+    args = ["--method", "ivap", "--score-col", "p", "--label-col", "y", "--apply", str(new)]
+    assert main(["calibrate", str(renamed), *args, "--out", str(tmp_path / "b.csv")]) == 0
+    reference = write_csv(tmp_path / "ref.csv", ["score"], [[repr(float(a))] for a in s[::-1]])
+    assert main(["calibrate", str(path), "--method", "ivap", "--apply", str(reference), "--out",
+                 str(tmp_path / "c.csv")]) == 0
+    np.testing.assert_array_equal(read_csv(tmp_path / "b.csv")[1], read_csv(tmp_path / "c.csv")[1])
+    (tmp_path / "bad.csv").write_text("p,y\n0.1,0\n0.2,5\n")
+    assert main(["calibrate", str(tmp_path / "bad.csv"), "--score-col", "p", "--label-col", "y", "--out",
+                 str(tmp_path / "d.csv")]) == 2
+    assert capsys.readouterr().err.endswith("line 3: column 'y' must be 0 or 1, got 5\n")
+
+
+def run_main(*args, stdin=b""):
+    code = "import sys; from isocal.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], input=stdin, capture_output=True, timeout=300)
+
+
+def test_stdin_and_stdout(tmp_path, scores_csv):
+    path, s, y = scores_csv
+    assert main(["calibrate", str(path), "--method", "cvap", "--out", str(tmp_path / "a.csv")]) == 0
+    result = run_main("calibrate", "-", "--method", "cvap", "--out", "-", stdin=path.read_bytes())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (tmp_path / "a.csv").read_bytes()
+    assert result.stderr == b"wrote 200 calibrated probabilities to standard output\n"
+    bad = run_main("calibrate", "-", "--out", "-", stdin=b"score,label\n0.1,0\n\n0.2,x\n")
+    assert (bad.returncode, bad.stdout) == (2, b"")
+    assert bad.stderr == b"isocal: error: standard input, line 4: column 'label' has non-numeric value 'x'\n"
+    twice = run_main("calibrate", "-", "--apply", "-", stdin=b"")
+    assert twice.returncode == 2 and b"standard input can be read only once" in twice.stderr
+
+
+def test_progress_bars_only_when_asked(tmp_path, scores_csv, capsys, monkeypatch):
+    out = tmp_path / "o.csv"
+    assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == ""  # standard error is not a terminal here
+    monkeypatch.setattr("isocal.cli._show_progress", lambda: True)
+    monkeypatch.setattr("isocal.cli.PROGRESS_DELAY", 0)
+    assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "reading" in err and "cvap" in err
+
+
+@pytest.mark.parametrize("method", ["ivap", "cvap"])
+def test_venn_abers_columns_are_the_library_methods_bit_for_bit(tmp_path, scores_csv, method, monkeypatch):
+    from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
+    monkeypatch.setattr("isocal.cli.PREDICT_BLOCK_ROWS", 7)  # several blocks, the last one short
+    path, s, y = scores_csv
+    new = np.r_[s[::-1], s.min() - 1, s.max() + 1]
+    write_csv(tmp_path / "new.csv", ["score"], [[repr(float(v))] for v in new])
+    assert main(["calibrate", str(path), "--method", method, "--apply", str(tmp_path / "new.csv"),
+                 "--out", str(tmp_path / "o.csv")]) == 0
+    if method == "ivap":
+        model, columns = VennAbers().fit(s, y), new
+    else:
+        model, columns = CrossVennAbers().fit(s, y, fold_ids(len(s), 5, random_state=0)), np.repeat(new[:, None], 5, 1)
+    p0, p1 = model.predict_interval(columns)
+    np.testing.assert_array_equal(read_csv(tmp_path / "o.csv")[1], np.c_[new, model.predict_proba(columns), p0, p1])
+
+
+@pytest.mark.parametrize("argv", [["--score-col", "label"], ["--label-col", "score"], ["--score-col", "x", "--label-col", "x"]])
+def test_score_and_label_columns_must_differ(capsys, monkeypatch, argv):
+    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    assert main(["calibrate", "s.csv", *argv]) == 2
+    assert "--score-col and --label-col name the same column" in capsys.readouterr().err

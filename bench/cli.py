@@ -1,0 +1,116 @@
+"""Benchmark `isocal calibrate` on real files, as a user runs it, against the I/O floor (issue 16, part 1).
+
+Run from the repository root:
+
+    .venv/bin/python bench/cli.py [--quick] [--sizes 2000000 10000000] [--methods isotonic ivap cvap] [--repeat 1]
+
+Data: GaussianNB log-odds scores of `make_classification` samples (10 features, model fitted on 100,000 other rows)
+with their labels, written once as a CSV file `score,label` (shortest round-trip float text) under `--dir`.
+
+Each command runs in a fresh process, as a user would run it:
+- the I/O floor: `python -c` that reads the file with pyarrow's CSV reader and writes two float columns back with
+  pyarrow's CSV writer;
+- `isocal calibrate FILE --method M --out OUT` for every method (the Numba cache is warmed first by one run on a small
+  file, so the times are those of a user's second and later runs).
+
+Reported per size and command: wall time (best of `--repeat`), ratio to the floor (target <= 2.5), the child's peak
+RSS (from GNU `/usr/bin/time -f %M`), and the memory beyond a tiny run's RSS in arrays of n float64 (target <= 6 for isocal: the 2
+parsed columns plus <= 4 arrays of n). The load average is printed with the results, since other work on the machine
+changes the times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RATIO_TARGET = 2.5
+ARRAYS_TARGET = 6  # the two parsed columns plus at most four arrays of n
+FLOOR_CODE = ("import sys, pyarrow as pa, pyarrow.csv as c; t = c.read_csv(sys.argv[1]); s = t.column('score'); "
+              "c.write_csv(pa.table({'score': s, 'probability': s}), sys.argv[2])")
+TIME = "/usr/bin/time"  # GNU time: %M is the peak RSS of the command in KiB
+ISOCAL_CODE = "import sys; from isocal.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def make_scores(n: int, path: str) -> None:
+    "Write `n` rows of GaussianNB scores with labels to the CSV file `path`."
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    from sklearn.datasets import make_classification
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = make_classification(n + 100_000, n_features=10, n_informative=5, random_state=0)
+    model = GaussianNB().fit(X[n:], y[n:])
+    joint = model.predict_joint_log_proba(X[:n])
+    pa_csv.write_csv(pa.table({"score": joint[:, 1] - joint[:, 0], "label": y[:n].astype(np.int64)}), path)
+
+
+def run(argv: list[str]) -> tuple[float, int]:
+    "Wall time in seconds and peak RSS in bytes of a fresh process running `argv`; fails loudly on a non-zero exit."
+    # /usr/bin/time, not os.wait4 here: a child's ru_maxrss starts at its parent's peak, and this process is large.
+    start = time.perf_counter()
+    result = subprocess.run([TIME, "-f", "%M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                            text=True)
+    seconds = time.perf_counter() - start
+    if result.returncode:
+        raise RuntimeError(f"{argv} exited with {result.returncode}: {result.stderr}")
+    return seconds, int(result.stderr.split()[-1]) * 1024  # KiB
+
+
+def best(argv: list[str], repeat: int) -> tuple[float, int]:
+    runs = [run(argv) for _ in range(repeat)]
+    return min(t for t, _ in runs), max(m for _, m in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (100,000 and 300,000 rows)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2_000_000, 10_000_000])
+    parser.add_argument("--methods", nargs="+", default=["isotonic", "ivap", "cvap"])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "isocal-bench-cli"))
+    args = parser.parse_args()
+    sizes = [100_000, 300_000] if args.quick else args.sizes
+    os.makedirs(args.dir, exist_ok=True)
+    python = sys.executable
+    out = os.path.join(args.dir, "out.csv")
+
+    tiny = os.path.join(args.dir, "scores_1000.csv")
+    if not os.path.exists(tiny):
+        make_scores(1000, tiny)
+    base_rss = {}
+    for method in args.methods:  # warms the Numba cache and measures the RSS of the imports
+        base_rss[method] = run([python, "-c", ISOCAL_CODE, "calibrate", tiny, "--method", method, "--out", out])[1]
+    base_rss["floor"] = run([python, "-c", FLOOR_CODE, tiny, out])[1]
+
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}")
+    header = f"{'rows':>10}  {'command':<16} {'time [s]':>9} {'x floor':>8} {'peak RSS [MB]':>14} {'arrays of n':>12}"
+    print(header)
+    print("-" * len(header))
+    for n in sizes:
+        path = os.path.join(args.dir, f"scores_{n}.csv")
+        if not os.path.exists(path):
+            make_scores(n, path)
+        floor, floor_rss = best([python, "-c", FLOOR_CODE, path, out], args.repeat)
+        arrays = (floor_rss - base_rss["floor"]) / (8 * n)
+        print(f"{n:>10}  {'I/O floor':<16} {floor:>9.2f} {1.0:>8.2f} {floor_rss / 1e6:>14.0f} {arrays:>12.1f}")
+        for method in args.methods:
+            seconds, rss = best([python, "-c", ISOCAL_CODE, "calibrate", path, "--method", method, "--out", out],
+                                args.repeat)
+            arrays = (rss - base_rss[method]) / (8 * n)
+            print(f"{n:>10}  {'isocal ' + method:<16} {seconds:>9.2f} {seconds / floor:>8.2f} {rss / 1e6:>14.0f} "
+                  f"{arrays:>12.1f}", flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"targets: time <= {RATIO_TARGET}x the floor; isocal memory <= {ARRAYS_TARGET} arrays of n beyond a "
+          f"1000-row run (2 parsed columns + 4)")
+    os.remove(out)
+
+
+if __name__ == "__main__":
+    main()
