@@ -15,6 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .core import check_choice
+from .portable import Fields, Portable, PortableError
 from .venn_abers import (
     MERGES, VennAbers, _check_flag, _check_n_splits, _cvap_interval, _merge, _merge_many)
 
@@ -96,7 +97,13 @@ def _positive_weight_rows(sample_weight, X):
     return keep, w
 
 # %% ../nbs/04a_calibration.ipynb #44b6473f
-class VennAbersCalibrator(ClassifierMixin, BaseEstimator):
+def _not_portable(model: str) -> str:
+    return (f"VennAbersCalibrator cannot be saved or loaded portably: it holds fitted {model} classifiers "
+            "(`estimators_`), whose state has no portable form, and isocal does not pickle. Save the calibration "
+            "layer instead: fit `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) of isocal.venn_abers on the base "
+            "model's scores (they save as JSON) and store the model by your own means")
+
+class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
     """Venn–Abers calibration of a scikit-learn classifier (IVAP or CVAP).
 
     Parameters
@@ -119,6 +126,16 @@ class VennAbersCalibrator(ClassifierMixin, BaseEstimator):
         self.estimator, self.method, self.cal_size, self.n_splits = estimator, method, cal_size, n_splits
         self.merge, self.multiclass, self.prefit = merge, multiclass, prefit
         self.shuffle, self.random_state = shuffle, random_state
+
+    def _params(self) -> dict:
+        "Refused: see the notebook (the fitted scikit-learn classifiers have no portable form)."
+        raise PortableError(_not_portable(type(self._template()).__name__))
+
+    _state = _params
+
+    @classmethod
+    def _from_params(cls, params: Fields):
+        raise PortableError(f"{params.source}: {_not_portable('scikit-learn')}")
 
     def _template(self):
         "The base estimator as given (`LogisticRegression()` for None), unfitted or not."

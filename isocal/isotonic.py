@@ -5,6 +5,8 @@
 # %% ../nbs/01a_isotonic.ipynb #f3110bd7
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
@@ -13,12 +15,13 @@ from sklearn.isotonic import check_increasing as spearman_increasing
 from .core import as_float_array, check_choice, check_increasing, check_same_length, check_weights
 from .distributed import fit_isotonic_dask, is_dask_collection, predict_dask
 from .pava import _OOB, Staircase, _as_column, _general_loss, _tie_blocks, _tie_runs, fit_staircase
+from .portable import Fields, Portable, PortableError, encode_float, encode_floats
 
 # %% auto #0
 __all__ = ['IsotonicCalibrator']
 
 # %% ../nbs/01a_isotonic.ipynb #1cb7f292
-class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
+class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimator):
     """Isotonic regression of targets on one score; drop-in for `sklearn.isotonic.IsotonicRegression`.
 
     Parameters
@@ -136,11 +139,91 @@ class IsotonicCalibrator(RegressorMixin, TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         return np.asarray([f"{type(self).__name__.lower()}0"], dtype=object)
 
+    _param_keys = ('y_min', 'y_max', 'increasing', 'out_of_bounds', 'ties', 'interpolation', 'loss')
+    _state_keys = ('X_min_', 'X_max_', 'staircase')
+    _staircase_keys = ('x_lo', 'x_hi', 'levels', 'increasing', 'interpolation', 'out_of_bounds')
+
+    def _params(self) -> dict:
+        "The constructor arguments as plain JSON (see `isocal.portable`)."
+        bound = lambda v: None if v is None else encode_float(v)
+        inc = self.increasing if isinstance(self.increasing, str) else bool(self.increasing)
+        return {'y_min': bound(self.y_min), 'y_max': bound(self.y_max), 'increasing': inc,
+                'out_of_bounds': self.out_of_bounds, 'ties': self.ties, 'interpolation': self.interpolation,
+                'loss': _encode_loss(self.loss)}
+
+    def _state(self) -> dict:
+        "The fitted map: the training range and the staircase (`predict` evaluates only these)."
+        if not hasattr(self, 'staircase_'):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
+        st = self.staircase_
+        return {'X_min_': encode_float(self.X_min_), 'X_max_': encode_float(self.X_max_),
+                'staircase': {'x_lo': encode_floats(st.x_lo), 'x_hi': encode_floats(st.x_hi),
+                              'levels': encode_floats(st.levels), 'increasing': bool(st.increasing),
+                              'interpolation': st.interpolation, 'out_of_bounds': st.out_of_bounds}}
+
+    @classmethod
+    def _from_params(cls, params: Fields):
+        obj = cls(y_min=params.float('y_min', allow_none=True), y_max=params.float('y_max', allow_none=True),
+                  increasing=params.choice('increasing', (True, False, 'auto')),
+                  out_of_bounds=params.choice('out_of_bounds', tuple(_OOB)),
+                  ties=params.choice('ties', ('primary', 'secondary', 'tertiary')),
+                  interpolation=params.choice('interpolation', ('step', 'linear', 'centered', 'strict')),
+                  loss=_decode_loss(params))
+        with params.checking(): obj._check_params()
+        return obj
+
+    def _from_state(self, state: Fields):
+        s = state.sub('staircase', self._staircase_keys)
+        with s.checking():
+            self.staircase_ = Staircase(s.floats('x_lo'), s.floats('x_hi'), s.floats('levels'),
+                                        increasing=s.bool('increasing'),
+                                        interpolation=s.choice('interpolation', ('step', 'linear')),
+                                        out_of_bounds=s.choice('out_of_bounds', tuple(_OOB)))
+        self.increasing_ = self.staircase_.increasing
+        self.X_min_, self.X_max_ = state.float('X_min_'), state.float('X_max_')
+        self.X_thresholds_, self.y_thresholds_ = self.staircase_.knots()
+        self.n_features_in_ = 1
+        return self
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.one_d_array = True
         tags.input_tags.two_d_array = False
         return tags
+
+# %% ../nbs/01a_isotonic.ipynb #d5b0d038
+def _encode_loss(loss):
+    "A loss name as is; a parametrised loss of `isocal.convex` as its class name and constructor parameters."
+    if isinstance(loss, str): return loss
+    cls = type(loss)
+    if not _portable_loss_class(cls.__name__) is cls:
+        raise PortableError(f"`loss`={loss!r} cannot be saved portably: only loss names and the loss classes of "
+                            "isocal.convex (not CustomLoss, which holds compiled code) can be stored")
+    return {'class': cls.__name__, 'params': {k: encode_float(getattr(loss, k)) for k in _loss_params(cls)}}
+
+def _portable_loss_class(name):
+    "The class `name` of `isocal.convex` if it is a storable loss (a `Loss` other than `CustomLoss`), else None."
+    from isocal import convex
+    cls = getattr(convex, name, None) if isinstance(name, str) else None
+    ok = isinstance(cls, type) and issubclass(cls, convex.Loss) and cls not in (convex.Loss, convex.CustomLoss)
+    return cls if ok and cls.__module__ == convex.__name__ else None
+
+def _loss_params(cls) -> tuple:
+    "The names of a loss class's constructor parameters (each stored as the attribute of that name)."
+    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != 'self')
+
+def _decode_loss(params: Fields):
+    "The loss of a saved calibrator: a name `get_loss` knows, or a loss class of `isocal.convex` with its parameters."
+    from isocal.convex import get_loss
+    v = params.raw('loss')
+    if isinstance(v, str):
+        with params.checking('loss'): get_loss(v)
+        return v
+    spec = params.sub('loss', ('class', 'params'))
+    cls = _portable_loss_class(spec.raw('class'))
+    if cls is None: spec.fail(f"is not a loss class of isocal.convex: {spec.raw('class')!r}", spec.path('class'))
+    args = spec.sub('params', _loss_params(cls))
+    with spec.checking('params'): return cls(**{k: args.float(k) for k in _loss_params(cls)})
 
 # %% ../nbs/01a_isotonic.ipynb #c1e4a003
 def _centred_knots(ux, uw, block, lo, hi, levels):

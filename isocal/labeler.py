@@ -14,6 +14,7 @@ from sklearn.utils import get_tags
 
 from .core import as_float_array, as_real_array, check_same_length, check_weights
 from .pava import _as_column
+from .portable import Fields, Portable, PortableError, encode_floats, encode_labels
 from .thresholds import optimal_thresholds, ordinal_scores, threshold_labels
 
 # %% auto #0
@@ -43,7 +44,7 @@ def _class_positions(y, classes):
     return pos + 1
 
 # %% ../nbs/06a_labeler.ipynb #e0a5c7d2
-class ThresholdLabeler(ClassifierMixin, BaseEstimator):
+class ThresholdLabeler(Portable, ClassifierMixin, BaseEstimator):
     """Optimal threshold labeling as a scikit-learn classifier of a one-dimensional score (a 1DT).
 
     `fit(X, y)`: X the scores (shape (n,) or (n, 1)) — or, with `model`, the features that the fitted `model` turns
@@ -97,6 +98,42 @@ class ThresholdLabeler(ClassifierMixin, BaseEstimator):
         labels = threshold_labels(self.decision_function(X), self.thresholds_)     # NotFittedError first
         return self.classes_[labels - 1]
 
+    _param_keys = ('loss', 'classes', 'n_jobs')
+    _state_keys = ('classes_', 'thresholds_')
+
+    def _params(self) -> dict:
+        "The constructor arguments as plain JSON; a `model` has no portable form, so a labeler with one is refused."
+        if self.model is not None:
+            raise PortableError(f"a {type(self).__name__} with a `model` ({type(self.model).__name__}) cannot be saved "
+                                "portably: the model is an arbitrary estimator and isocal does not pickle. Fit the "
+                                "labeler on the model's scores (`model=None`) to save it, and save the model yourself")
+        loss = self.loss if isinstance(self.loss, str) else encode_floats(_loss_matrix(self.loss))
+        return {'loss': loss, 'classes': None if self.classes is None else encode_labels(self.classes, 'classes'),
+                'n_jobs': int(self.n_jobs)}
+
+    def _state(self) -> dict:
+        "The ordered classes and the thresholds (`result_`, the fit's diagnostics, is not saved)."
+        if not hasattr(self, 'thresholds_'):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
+        self._params()                                         # a `model` is refused before the state is read
+        return {'classes_': encode_labels(self.classes_), 'thresholds_': encode_floats(self.thresholds_)}
+
+    @classmethod
+    def _from_params(cls, params: Fields):
+        loss = params.raw('loss')
+        if not isinstance(loss, str): loss = params.floats('loss', ndim=2)
+        return cls(loss=loss, classes=params.labels('classes', allow_none=True), n_jobs=params.int('n_jobs'))
+
+    def _from_state(self, state: Fields):
+        classes, thresholds = state.labels('classes_'), state.floats('thresholds_', allow_empty=True)
+        if len(classes) < 2 or len(np.unique(classes)) != len(classes):
+            state.fail("must hold at least 2 distinct classes", state.path('classes_'))
+        if thresholds.shape[0] != len(classes) - 1 or np.isnan(thresholds).any():
+            state.fail(f"must hold {len(classes) - 1} thresholds (one fewer than `classes_`), numbers or ±inf",
+                       state.path('thresholds_'))
+        self.classes_, self.thresholds_, self.n_features_in_ = classes, thresholds, 1
+        return self
+
     def __sklearn_tags__(self):
         "One score (like `IsotonicRegression`) without `model`; with it, the model's features, sparse if it takes them."
         tags = super().__sklearn_tags__()
@@ -105,3 +142,10 @@ class ThresholdLabeler(ClassifierMixin, BaseEstimator):
         elif hasattr(self.model, '__sklearn_tags__'):
             tags.input_tags.sparse = get_tags(self.model).input_tags.sparse
         return tags
+
+# %% ../nbs/06a_labeler.ipynb #24146e8d
+def _loss_matrix(loss) -> np.ndarray:
+    "A loss matrix given as an array-like, as a 2-D float array (or a TypeError naming `loss`)."
+    m = as_real_array(loss, 'loss').astype(np.float64)
+    if m.ndim != 2: raise TypeError(f"`loss` must be a name or a K×K matrix, got shape {m.shape}")
+    return m

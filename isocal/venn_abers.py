@@ -12,6 +12,7 @@ from numba import njit
 
 from .core import as_float_array, as_real_array, check_choice, check_same_length
 from .pava import _distinct_score_sums
+from .portable import Fields, Portable, encode_floats
 
 # %% auto #0
 __all__ = ['MERGES', 'merge_intervals', 'VennAbers', 'fold_ids', 'CrossVennAbers', 'VennAbersCalibrator']
@@ -182,7 +183,20 @@ def merge_intervals(p0, p1, *, merge: str = 'log', axis: int = -1) -> np.ndarray
     return _merge_many(p0, p1, merge, axis)
 
 # %% ../nbs/04_venn_abers.ipynb #804bbd1e
-class VennAbers:
+def _checked_groups(state: Fields):
+    "(scores, counts, n_ones) of a saved IVAP: finite increasing scores, positive whole counts, 0 <= n_ones <= counts."
+    scores, counts, ones = (state.floats(k) for k in ('scores', 'counts', 'n_ones'))
+    if not scores.shape == counts.shape == ones.shape:
+        state.fail(f"has `scores`, `counts`, `n_ones` of different lengths ({scores.size}, {counts.size}, {ones.size})")
+    if not (np.isfinite(scores).all() and np.all(scores[1:] > scores[:-1])):
+        state.fail("must be finite and strictly increasing", state.path('scores'))
+    if not (np.all(counts >= 1) and np.all(counts == np.floor(counts)) and np.all(counts < 2**53)):
+        state.fail("must be whole numbers >= 1", state.path('counts'))
+    if not (np.all(ones >= 0) and np.all(ones <= counts) and np.all(ones == np.floor(ones))):
+        state.fail("must be whole numbers between 0 and `counts`", state.path('n_ones'))
+    return scores, counts, ones
+
+class VennAbers(Portable):
     """Inductive Venn–Abers predictor (IVAP) on one-dimensional scores.
 
     `fit(scores, labels)` pools tied calibration scores, computes F0 and F1 for every distinct score in O(k') with
@@ -199,13 +213,29 @@ class VennAbers:
         m, ux, us, uw = _distinct_score_sums(s, y, None)
         n = s.shape[0]
         del s, y
-        self.scores_, ones, counts = (a[:m] if a.shape[0] == m else a[:m].copy() for a in (ux, us, uw))
+        scores, ones, counts = (a[:m] if a.shape[0] == m else a[:m].copy() for a in (ux, us, uw))
         del ux, us, uw
+        return self._set_groups(scores, counts, ones)
+
+    def _set_groups(self, scores, counts, ones):
+        "Store the tie groups (distinct scores, their counts and label-1 counts) and build both tables from them."
+        m = scores.shape[0]
         self.p0_table_, self.p1_table_ = np.empty(m + 1), np.empty(m + 1)
         _ivap_tables(counts, ones, self.p0_table_, self.p1_table_)
-        self.counts_, self.n_ones_ = counts, ones
-        self.n_samples_, self.n_positive_ = n, int(ones.sum())
+        self.scores_, self.counts_, self.n_ones_ = scores, counts, ones
+        self.n_samples_, self.n_positive_ = int(counts.sum()), int(ones.sum())
         return self
+
+    _state_keys = ('scores', 'counts', 'n_ones')
+
+    def _state(self) -> dict:
+        "The tie groups (see `isocal.portable`); the tables are rebuilt from them on loading."
+        self._check_fitted()
+        return {'scores': encode_floats(self.scores_), 'counts': encode_floats(self.counts_),
+                'n_ones': encode_floats(self.n_ones_)}
+
+    def _from_state(self, state: Fields):
+        return self._set_groups(*_checked_groups(state))
 
     def _check_fitted(self):
         if not hasattr(self, 'p1_table_'):
@@ -276,7 +306,7 @@ def _check_folds(folds) -> np.ndarray:
         raise TypeError(f"`folds` must be a 1-D array of integers, got dtype {f.dtype} and shape {f.shape}")
     return f
 
-class CrossVennAbers:
+class CrossVennAbers(Portable):
     """Cross Venn–Abers predictor (CVAP) on scores: one IVAP per fold, calibrated on that fold's out-of-fold scores.
 
     `fit(scores, labels, folds)`: `scores[i]` is the score of sample i by the model trained without its fold
@@ -297,6 +327,21 @@ class CrossVennAbers:
         bounds = np.r_[0, np.cumsum(counts)]
         self.ivaps_ = [VennAbers().fit(s[order[a:b]], y[order[a:b]]) for a, b in zip(bounds[:-1], bounds[1:])]
         self.n_splits_ = n_splits
+        return self
+
+    _state_keys = ('folds',)
+
+    def _state(self) -> dict:
+        "Each fold's IVAP state, in fold order."
+        if not hasattr(self, 'ivaps_'): raise _not_fitted(self)
+        return {'folds': [ivap._state() for ivap in self.ivaps_]}
+
+    def _from_state(self, state: Fields):
+        folds = state.list('folds')
+        if len(folds) < 2: state.fail(f"must hold at least 2 folds, got {len(folds)}", state.path('folds'))
+        self.ivaps_ = [VennAbers()._from_state(Fields(f, VennAbers._state_keys, f"{state.path('folds')}[{j}]",
+                                                        state.source)) for j, f in enumerate(folds)]
+        self.n_splits_ = len(self.ivaps_)
         return self
 
     def predict_fold_intervals(self, scores) -> tuple[np.ndarray, np.ndarray]:
