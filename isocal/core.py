@@ -174,3 +174,29 @@ def _pool_push(sums, wts, starts, top, s, w, start, sign):
     wts[top] = w
     starts[top] = start
     return top + 1
+
+# %% ../nbs/00_core.ipynb #316c98bc
+_SAFE_MAX, _SAFE_MIN = 2.0 ** 1020, 2.0 ** -960
+
+@njit(cache=True, inline='always')
+def _means_violate(m_prev, w_prev, m_new, w_new, sign):
+    "Must a block of mean m_new merge into its predecessor? Equal means do; a zero-weight block merges with anything."
+    return sign * m_prev >= sign * m_new or w_prev == 0.0 or w_new == 0.0
+
+@njit(cache=True, inline='always')
+def _shares(wa, wb):
+    "(W, wa/W, wb/W) of two weights; shares 0 if both weigh nothing."
+    W = wa + wb
+    if W == 0.0: return W, 0.0, 0.0
+    return W, wa / W, wb / W
+
+@njit(cache=True, inline='always')
+def _pooled_mean(ma, wa, mb, wb, ra, rb):
+    "Mean of two pooled blocks (weight shares ra, rb): (Sa + Sb)/W while the sums are safe, else a convex combination."
+    if wa == 0.0: return mb
+    if wb == 0.0: return ma
+    sa, sb = ma * wa, mb * wb
+    s = sa + sb
+    if abs(s) <= _SAFE_MAX and (abs(sa) >= _SAFE_MIN or ma == 0.0) and (abs(sb) >= _SAFE_MIN or mb == 0.0):
+        return s / (wa + wb)
+    return ma * ra + mb * rb

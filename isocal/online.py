@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from numba import njit
 
-from .core import _scan_weights, _violates, as_float_array, check_increasing, not_finite_error
+from .core import _means_violate, _pooled_mean, _scan_weights, _shares, as_float_array, check_increasing, not_finite_error
 from .pava import Staircase
 from .convex import get_loss, _convex_fit_sorted
 
@@ -49,82 +50,110 @@ def merge_trace(y, weights=None, *, increasing: bool = True) -> list[list[list[f
     return trace
 
 # %% ../nbs/03_online.ipynb #64c72f6f
-_SUM, _WT, _XLO, _XHI, _PIV, _DEV, _LOSS = range(7)
+_MEAN, _WT, _XLO, _XHI, _PIV, _DEV, _LOSS = range(7)
+_TINY, _UP, _DOWN = 2.0 ** -900, 2.0 ** 200, 2.0 ** -100
 
 @njit(cache=True, inline='always')
-def _pool_spread(wa, piva, deva, qa, wb, pivb, devb, qb):
-    """(pivot, Σw(y − pivot), ½Σw(y − mean)²) of two pooled groups a, b: Chan et al.'s update, on sums shifted by a
-    pivot so the means' difference keeps the digits of the data's spread, halved so that nothing overflows unless
-    the loss itself does."""
+def _pool_spread(wa, piva, deva, qa, wb, pivb, devb, qb, ra, rb, own):
+    """(pivot, ½(mean − pivot), ½Σw(y − mean)²) of two pooled groups a, b (weight shares ra, rb of the pool): Chan
+    et al.'s update, the means' difference taken from pivots and half-deviations so that it keeps the digits of the
+    data's spread, everything on halves so that nothing overflows unless the loss itself does. `own` (squared loss):
+    the pivot then moves to the pooled mean, the pair (pivot, half-deviation) renormalised exactly (TwoSum), so that a
+    pivot far from its block's mean (a light first sample) never costs the gap its digits."""
     if wa == 0.0: return pivb, devb, qa + qb
     if wb == 0.0: return piva, deva, qa + qb
-    half_gap = (0.5 * piva - 0.5 * pivb) + 0.5 * (deva / wa - devb / wb)    # (mean_a − mean_b) / 2
-    join = half_gap * math.sqrt(wa * (2.0 * wb / (wa + wb)))               # ½·(wa·wb/(wa+wb))·gap² = join²
-    return piva, deva + (devb + wb * (pivb - piva)), qa + qb + join * join
+    half_gap = (0.5 * piva - 0.5 * pivb) + (deva - devb)                   # (mean_a − mean_b) / 2
+    # ½·(wa·wb/(wa+wb))·gap² = join²; wa·wb/W as the lighter weight times the heavier's share (≥ ½, cannot underflow)
+    lighter, share = (wa, rb) if wa <= wb else (wb, ra)
+    if lighter >= _TINY: join = half_gap * math.sqrt(2.0 * lighter * share)
+    else: join = half_gap * (math.sqrt(2.0 * (lighter * _UP) * share) * _DOWN)    # subnormal: scaled to keep its digits
+    # about the heavier block's pivot: the lighter one's (maybe far) pivot enters damped by its small share
+    if wa >= wb: piv, dev = piva, deva * ra + (devb + (0.5 * pivb - 0.5 * piva)) * rb
+    else: piv, dev = pivb, devb * rb + (deva + (0.5 * piva - 0.5 * pivb)) * ra
+    if not own: return piv, dev, qa + qb + join * join
+    half, err = _two_sum(0.5 * piv, dev)                                    # mean/2 = half + err exactly
+    return 2.0 * half, err, qa + qb + join * join
 
 @njit(cache=True, inline='always')
-def _seed(y, w, pivot):
-    "(pivot, shifted sum) of one sample: pivot NaN = the sample's own target (squared loss), else a fixed pivot."
+def _two_sum(a, b):
+    "(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth)."
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+@njit(cache=True, inline='always')
+def _seed(y, pivot):
+    "(pivot, ½(y − pivot)) of one sample: pivot NaN = the sample's own target (squared loss), else a fixed pivot."
     if math.isnan(pivot): return y, 0.0
-    return pivot, w * (y - pivot)
+    return pivot, 0.5 * (y - pivot)
 
 @njit(cache=True, inline='always')
-def _merge_down(F, starts, top, s, w, piv, dev, q, start, sign):
-    "Join group (s = Σw·y, w, pivot, shifted sum, half-loss, first sample) with the top blocks while they violate."
-    while top > 0 and _violates(F[_SUM, top - 1], F[_WT, top - 1], s, w, sign):
+def _merge_down(F, starts, top, m, w, piv, dev, q, start, sign, own):
+    "Join group (mean m, weight w, pivot, half-deviation, half-loss, first sample) with the top blocks while they violate."
+    while top > 0 and _means_violate(F[_MEAN, top - 1], F[_WT, top - 1], m, w, sign):
         top -= 1
-        piv, dev, q = _pool_spread(F[_WT, top], F[_PIV, top], F[_DEV, top], F[_LOSS, top], w, piv, dev, q)
-        s += F[_SUM, top]
-        w += F[_WT, top]
+        wb = F[_WT, top]
+        W, ra, rb = _shares(wb, w)
+        piv, dev, q = _pool_spread(wb, F[_PIV, top], F[_DEV, top], F[_LOSS, top], w, piv, dev, q, ra, rb, own)
+        m, w = _pooled_mean(F[_MEAN, top], wb, m, w, ra, rb), W
         start = starts[top]
-    return top, s, w, piv, dev, q, start
+    return top, m, w, piv, dev, q, start
 
 @njit(cache=True, inline='always')
-def _push(F, starts, top, n, s, w, piv, dev, q, x, tracked, sign):
+def _push(F, starts, top, n, m, w, piv, dev, q, x, tracked, sign, own):
     "Push a group (first sample n, score x) onto the `top` blocks, joining violators; the new top."
     if tracked: F[_XLO, top] = x
-    top, s, w, piv, dev, q, start = _merge_down(F, starts, top, s, w, piv, dev, q, n, sign)
-    F[_SUM, top], F[_WT, top], F[_PIV, top], F[_DEV, top], F[_LOSS, top], starts[top] = s, w, piv, dev, q, start
+    top, m, w, piv, dev, q, start = _merge_down(F, starts, top, m, w, piv, dev, q, n, sign, own)
+    F[_MEAN, top], F[_WT, top], F[_PIV, top], F[_DEV, top], F[_LOSS, top], starts[top] = m, w, piv, dev, q, start
     if tracked: F[_XHI, top] = x
     return top + 1
 
 @njit(cache=True)
-def _add_kernel(F, starts, top, n, s, w, piv, dev, q, x, tracked, sign):
-    return _push(F, starts, top, n, s, w, piv, dev, q, x, tracked, sign)
+def _add_kernel(F, starts, top, n, m, w, piv, dev, q, x, tracked, sign, own):
+    return _push(F, starts, top, n, m, w, piv, dev, q, x, tracked, sign, own)
 
 @njit(cache=True)
-def _virtual_top(F, starts, top, p, sign):
-    "The pending group p joined with the blocks (nothing written): (k, Σw·y, w, shifted sum, half-loss, first sample)."
-    k, s, w, piv, dev, q, start = _merge_down(F, starts, top, p[0], p[1], p[4], p[5], p[6], int(p[2]), sign)
-    return k, s, w, dev, q, start
+def _tie_kernel(p, y, w, pivot):
+    "Pool sample (y, w) into the pending group p = [mean, weight, first, score, pivot, half-deviation, half-loss]."
+    piv, dev = _seed(y, pivot)
+    W, ra, rb = _shares(p[1], w)
+    p[4], p[5], p[6] = _pool_spread(p[1], p[4], p[5], p[6], w, piv, dev, 0.0, ra, rb, math.isnan(pivot))
+    p[0], p[1] = _pooled_mean(p[0], p[1], y, w, ra, rb), W
+
+@njit(cache=True)
+def _virtual_top(F, starts, top, p, sign, own):
+    "The pending group p joined with the blocks (nothing written): (k, mean, w, half-deviation, half-loss, first sample)."
+    k, m, w, piv, dev, q, start = _merge_down(F, starts, top, p[0], p[1], p[4], p[5], p[6], int(p[2]), sign, own)
+    return k, m, w, dev, q, start
 
 @njit(cache=True)
 def _extend_kernel(F, starts, top, n, ys, ws, xs, pend, sign, pivot, stats):
     """Add ys[k] (weights ws, scores xs; None: unit weights, no scores) until done or the arrays are full; returns
-    (new top, samples consumed). With scores, the last score's samples wait in `pend` = [Σw·y, Σw, first index,
-    score, pivot, shifted sum, half-loss] until a larger score commits them. stats: [total joins, most joins of one
-    sample]."""
-    cap, k = F.shape[1], 0
+    (new top, samples consumed). With scores, the last score's samples wait in `pend` = [mean, Σw, first index,
+    score, pivot, half-deviation, half-loss] until a larger score commits them. stats: [total joins, most joins of
+    one sample]."""
+    cap, k, own = F.shape[1], 0, math.isnan(pivot)
     while k < ys.shape[0] and top + 2 < cap:
         w = 1.0 if ws is None else ws[k]
         y = ys[k]
-        joins, (piv, dev) = 0, _seed(y, w, pivot)
+        joins, (piv, dev) = 0, _seed(y, pivot)
         if xs is None:
-            new = _push(F, starts, top, n + k, w * y, w, piv, dev, 0.0, 0.0, False, sign)
+            new = _push(F, starts, top, n + k, y, w, piv, dev, 0.0, 0.0, False, sign, own)
             joins, top = top + 1 - new, new
         elif pend[2] >= 0 and xs[k] == pend[3]:       # a tied score joins the pending group
-            pend[4], pend[5], pend[6] = _pool_spread(pend[1], pend[4], pend[5], pend[6], w, piv, dev, 0.0)
-            pend[0], pend[1], joins = pend[0] + w * y, pend[1] + w, 1
+            _tie_kernel(pend, y, w, pivot)
+            joins = 1
         else:
             if pend[2] >= 0:
                 new = _push(F, starts, top, int(pend[2]), pend[0], pend[1], pend[4], pend[5], pend[6], pend[3],
-                            True, sign)
+                            True, sign, own)
                 joins, top = top + 1 - new, new
-            pend[0], pend[1], pend[2], pend[3], pend[4], pend[5], pend[6] = w * y, w, n + k, xs[k], piv, dev, 0.0
+            pend[0], pend[1], pend[2], pend[3], pend[4], pend[5], pend[6] = y, w, n + k, xs[k], piv, dev, 0.0
         stats[0] += joins
         stats[1] = max(stats[1], joins)
         k += 1
     return top, k
+
 
 # %% ../nbs/03_online.ipynb #f83d1fe8
 from .convex import _CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _SQUARED_QUARTIC
@@ -185,6 +214,13 @@ def _spread_about(y, w, levels, starts):
         correction = np.where(W > 0, 0.5 * dev * (dev / W), 0.0)
     return dev, np.add.reduceat(_half_squares(y, w, lv), starts[:-1]) - correction
 
+_MAX_TOTAL_WEIGHT = sys.float_info.max * (1 - 2.0 ** -20)
+
+def _halved_means(sums, W):
+    "½·sums/W per block (0 where a block weighs nothing): shifted sums to the half-deviations the blocks keep."
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return np.where(W > 0, 0.5 * (sums / W), 0.0)
+
 class OnlineIsotonic:
     """The optimal monotone fit of a stream whose samples arrive in score order (Section V), current after every
     sample.
@@ -201,8 +237,10 @@ class OnlineIsotonic:
 
     Samples are added with `add(y, weight=1.0, x=None)` or `extend(ys, weights=None, x=None)`. Scores `x` are
     optional; if the first sample has one, every sample must, and they must be non-decreasing (tied scores share
-    one block). Stored per block: sum w·y, sum w, first sample index, with scores first and last score, and for the
-    squared loss a pivot target, the weighted sum of deviations from it and the block's ½Σw(y − mean)².
+    one block). Stored per block: mean, sum w, first sample index, with scores first and last score, and for the
+    squared loss a pivot target, the half-deviation ½(mean − pivot) and the block's ½Σw(y − mean)². Blocks keep means,
+    not sums, so targets and weights anywhere in the float range pool without overflow; the stream's total weight
+    must stay below the largest float.
     A rejected sample (non-finite, negative weight, x going backwards, target outside the loss's domain) raises
     and leaves the state unchanged. Levels are on the mean scale; a stream whose weights are all zero has NaN levels.
     """
@@ -215,6 +253,7 @@ class OnlineIsotonic:
         self._F, self._starts = np.empty((7, 16)), np.empty(16, np.intp)
         self._ys, self._ws, self._lv = np.empty(16 if self._general else 0), np.empty(16 if self._general else 0), np.empty(16)
         self._n = self._top = 0
+        self._wsum = 0.0                          # total weight so far: block weights never exceed it
         self._tracked, self._last_x = None, -math.inf
         # scores only: the latest score's samples (Σw·y, Σw, first, score, pivot, shifted sum, half-loss)
         self._pend = [0.0, 0.0, -1, 0.0, 0.0, 0.0, 0.0]
@@ -258,8 +297,9 @@ class OnlineIsotonic:
         if tracked:
             x = _real(x, 'x')
             if self._n: self._check_x(x)
+        total = self._checked_total(w, 'weight')
         top, n, joins = self._top, self._n, 0
-        piv, dev = _seed(y, w, self._pivot)
+        piv, dev = _seed(y, self._pivot)
         if self._general:
             self._reserve(top + 2, n + 1)
             self._ys[n], self._ws[n] = y, w
@@ -267,16 +307,16 @@ class OnlineIsotonic:
             if self._general: new = self._join_general(n, n + 1, 0.0, False, True)[0]
             else:
                 if top + 2 > self._F.shape[1]: self._reserve(top + 2)
-                new = _add_kernel(self._F, self._starts, top, n, w * y, w, piv, dev, 0.0, 0.0, False, self._sign)
+                new = _add_kernel(self._F, self._starts, top, n, y, w, piv, dev, 0.0, 0.0, False, self._sign, self._own)
             joins, self._top = top + 1 - new, new
         elif n and x == self._last_x:                   # a tied score joins the pending group
-            p = self._pend
-            p[4], p[5], p[6] = _pool_spread(p[1], p[4], p[5], p[6], w, piv, dev, 0.0)
-            p[0], p[1], joins = p[0] + w * y, p[1] + w, 1
+            p = np.array(self._pend, float)
+            _tie_kernel(p, y, w, self._pivot)
+            self._pend, joins = [p[0], p[1], self._pend[2], *p[3:].tolist()], 1
         else:
             if self._pend[2] >= 0: joins = self._commit()
-            self._pend = [w * y, w, n, x, piv, dev, 0.0]
-        self._n, self._tracked = n + 1, tracked
+            self._pend = [y, w, n, x, piv, dev, 0.0]
+        self._n, self._tracked, self._wsum = n + 1, tracked, total
         if tracked: self._last_x = x
         self.n_merges += joins
         if joins > self.max_merges: self.max_merges = joins
@@ -288,7 +328,7 @@ class OnlineIsotonic:
         if self._general: new = self._join_general(start, self._n, x, True, True)[0]
         else:
             self._reserve(top + 2)
-            new = _add_kernel(self._F, self._starts, top, start, s, w, piv, dev, q, x, True, self._sign)
+            new = _add_kernel(self._F, self._starts, top, start, s, w, piv, dev, q, x, True, self._sign, self._own)
         self._top = new
         return top + 1 - new
 
@@ -307,9 +347,11 @@ class OnlineIsotonic:
             if len(back): raise ValueError(f"`x` must be non-decreasing: x[{back[0] + 1}] = {xs[back[0] + 1]} after {xs[back[0]]}")
             if m and self._n: self._check_x(xs[0])
         if m == 0: return self
+        total = self._checked_total(m if w is None else float(np.sum(w)), 'weights')
         if self._general:
             for k in range(m): self.add(ys[k], 1.0 if w is None else w[k], x=None if xs is None else xs[k])
             return self
+        self._wsum = total
         stats, pend, k = np.zeros(2), np.array(self._pend, float), 0
         while k < m:
             self._reserve(self._top + 3)
@@ -322,6 +364,14 @@ class OnlineIsotonic:
         self.n_merges += int(stats[0])
         self.max_merges = max(self.max_merges, int(stats[1]))
         return self
+
+    def _checked_total(self, w, name):
+        "The stream's total weight with `w` more, or a `ValueError` if block weights could then overflow."
+        total = self._wsum + w
+        if not total <= _MAX_TOTAL_WEIGHT:
+            raise ValueError(f"`{name}`: the stream's total weight would reach {total:.6g}, beyond the largest float "
+                             f"(less a margin for rounding, {_MAX_TOTAL_WEIGHT:.6g}); scale the weights down")
+        return total
 
     def _level(self, lo, hi):
         "Exact minimiser (mean scale) of the loss summed over stored samples lo..hi-1 (NaN if they weigh nothing)."
@@ -345,17 +395,17 @@ class OnlineIsotonic:
             if tracked:
                 if top == self._top: F[_XLO, top] = x
                 F[_XHI, top] = x
-            F[_SUM, top], F[_WT, top], st[top], lv[top] = level * W, W, start, level
+            F[_MEAN, top], F[_WT, top], st[top], lv[top] = level, W, start, level
         return top + 1, start, W, level
 
     # ---------------------------------------------------------------- read-outs (cost: their output)
+    _own = property(lambda self: math.isnan(self._pivot), doc="Do blocks pivot on their own means (squared loss)?")
     n_samples = property(lambda self: self._n, doc="Number of samples added.")
 
     def _blocks(self):
         "(levels, weights, starts followed by n, first score, last score) of the current fit, O(blocks)."
         top, F, n = self._top, self._F, self._n
-        with np.errstate(invalid='ignore', divide='ignore'):
-            base = self._lv[:top] if self._general else F[_SUM, :top] / F[_WT, :top]
+        base = self._lv[:top] if self._general else np.where(F[_WT, :top] > 0, F[_MEAN, :top], math.nan)
         if not (self._tracked and self._pend[2] >= 0):
             b = np.append(self._starts[:top], n)
             lo, hi = (F[_XLO, :top], F[_XHI, :top]) if self._tracked else (b[:-1].astype(float), b[1:] - 1.0)
@@ -363,16 +413,16 @@ class OnlineIsotonic:
         start, x = self._pend[2], self._pend[3]            # join the pending group virtually (nothing is written)
         if self._general: k, start, w, level = self._join_general(start, n, x, True, False); k -= 1
         else:
-            k, s, w, _, _, start = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign)
-            level = s / w if w != 0 else math.nan
+            k, m, w, _, _, start = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign, self._own)
+            level = m if w > 0 else math.nan
         return (np.append(base[:k], level), np.append(F[_WT, :k], w), np.append(self._starts[:k], [start, n]),
                 np.append(F[_XLO, :k], F[_XLO, k] if k < top else x), np.append(F[_XHI, :k], x))
 
     def _spreads(self):
-        "(Σw(y − pivot), ½Σw(y − mean)²) of each block of the current fit, the pending group joined virtually."
+        "(½(mean − pivot), ½Σw(y − mean)²) of each block of the current fit, the pending group joined virtually."
         top, F = self._top, self._F
         if not (self._tracked and self._pend[2] >= 0): return F[_DEV, :top].copy(), F[_LOSS, :top].copy()
-        k, _, _, dev, q, _ = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign)
+        k, _, _, dev, q, _ = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign, self._own)
         return np.append(F[_DEV, :k], dev), np.append(F[_LOSS, :k], q)
 
     @property
@@ -410,7 +460,8 @@ class OnlineIsotonic:
             return math.fsum(w[keep] * _sample_losses(self.loss, f[keep], y[keep]))
         c = self.loss.code
         if c not in (_LOGLOSS, _POISSON, _GAMMA):
-            total = math.fsum(self._spreads()[1])
+            try: total = math.fsum(self._spreads()[1])
+            except OverflowError: return math.inf      # finite half-losses whose sum exceeds the float range
             if math.isnan(total):
                 raise ValueError("the squared loss needs the targets: pass `y` to `from_fit` (a stream pickled by an "
                                  "older isocal does not know its loss either)")
@@ -419,7 +470,7 @@ class OnlineIsotonic:
         keep = W > 0
         m, W = levels[keep], W[keep]
         S = m * W
-        if c == _LOGLOSS: terms = (-_xlogy(S, m), -_xlog1my(-self._spreads()[0][keep], m))
+        if c == _LOGLOSS: terms = (-_xlogy(S, m), -_xlog1my(-2.0 * self._spreads()[0][keep] * W, m))   # Σw(1 − y)
         elif c == _POISSON: terms = (W * m, -_xlogy(S, m))
         else: terms = (W * np.log(m), S / m)
         return math.fsum(np.concatenate(terms))
@@ -442,6 +493,17 @@ class OnlineIsotonic:
         self._F, self._starts, self._lv = np.empty((7, top + 2)), np.empty(top + 2, np.intp), np.empty(top + 2)
         self._F[:F.shape[0], :top], self._starts[:top], self._lv[:top] = F, st, lv
         if F.shape[0] == 4: self._upgrade_v1()
+        if '_wsum' not in d: self._upgrade_sums()
+
+    def _upgrade_sums(self):
+        "A stream pickled when blocks kept sums (Σw·y, Σw(y − pivot)): to means and half-deviations; it continues."
+        top, F, p = self._top, self._F, self._pend
+        W = F[_WT, :top]
+        with np.errstate(invalid='ignore', divide='ignore'):
+            F[_MEAN, :top] = np.where(W > 0, F[_MEAN, :top] / W, 0.0)
+            F[_DEV, :top] = np.where(W > 0, 0.5 * (F[_DEV, :top] / W), 0.0)
+        p[0], p[5] = (p[0] / p[1], 0.5 * (p[5] / p[1])) if p[1] > 0 else (0.0, 0.0)
+        self._wsum = float(np.sum(W)) + (p[1] if p[2] >= 0 else 0.0)
 
     def _upgrade_v1(self):
         "A stream pickled by an older version (4 rows, Σwy² in `_q`): its fit continues, its squared loss is unknown."
@@ -449,8 +511,8 @@ class OnlineIsotonic:
         self.__dict__.pop('_q', None)
         self._pivot = 1.0 if self.loss.code == _LOGLOSS else math.nan
         with np.errstate(invalid='ignore', divide='ignore'):
-            F[_PIV, :top] = F[_SUM, :top] / F[_WT, :top] if math.isnan(self._pivot) else 1.0
-        F[_DEV, :top] = 0.0 if math.isnan(self._pivot) else F[_SUM, :top] - F[_WT, :top]
+            F[_PIV, :top] = F[_MEAN, :top] / F[_WT, :top] if math.isnan(self._pivot) else 1.0
+        F[_DEV, :top] = 0.0 if math.isnan(self._pivot) else F[_MEAN, :top] - F[_WT, :top]
         F[_LOSS, :top] = math.nan
         s, w = self._pend[0], self._pend[1]
         self._pend = list(self._pend[:4]) + ([s / w if w else 0.0, 0.0, math.nan] if math.isnan(self._pivot)
@@ -486,12 +548,14 @@ class OnlineIsotonic:
         elif self._general: raise ValueError(f"`y` is required: {self.loss} keeps the samples to re-solve joined blocks")
         nb = len(W)
         self._reserve(nb + 2, n + 1)
-        self._F[_SUM, :nb], self._F[_WT, :nb], self._starts[:nb], self._lv[:nb] = levels * W, W, starts[:-1], levels
+        self._wsum = self._checked_total(math.fsum(W), 'fit.weights')
+        self._F[_MEAN, :nb], self._F[_WT, :nb], self._starts[:nb], self._lv[:nb] = levels, W, starts[:-1], levels
         self._F[_PIV, :nb], self._F[_DEV, :nb], self._F[_LOSS, :nb] = levels, 0.0, math.nan
         if y is not None: self._F[_DEV, :nb], self._F[_LOSS, :nb] = _spread_about(y, w, levels, starts)
         if self.loss.code == _LOGLOSS:
             self._F[_PIV, :nb] = 1.0
-            self._F[_DEV, :nb] = -W * (1 - levels) if y is None else np.add.reduceat(w * (y - 1), starts[:-1])
+            self._F[_DEV, :nb] = 0.5 * (levels - 1) if y is None else np.add.reduceat(w * (y - 1), starts[:-1])
+        if y is not None: self._F[_DEV, :nb] = _halved_means(self._F[_DEV, :nb], W)
         if x is not None:
             xs = as_float_array(x, 'x')
             if xs.shape[0] != n or np.any(np.diff(xs) < 0): raise ValueError("`x` must be n non-decreasing scores")

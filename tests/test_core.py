@@ -582,3 +582,38 @@ def test_numba_cache_fallback_readonly_package(strategy, sandbox):
     assert res["fit"] == [2.0, 2.0, 2.0]
     cached = list((sandbox / "home_rw").rglob("*.nbi"))
     assert any("pava" in p.name for p in cached)
+
+
+# ---------------------------------------------------------------- issue 12: pooling a stream's means
+from fractions import Fraction as _Fr
+import math as _math
+
+from hypothesis import given as _given, strategies as _st
+
+from isocal.core import _means_violate, _pooled_mean, _shares
+
+_extreme = _st.builds(lambda m, e, neg: (-1.0 if neg else 1.0) * _math.ldexp(m, e),
+                      _st.floats(0.5, 1.0, exclude_max=True), _st.integers(-1073, 1024), _st.booleans())
+_weights = _st.builds(lambda m, e: _math.ldexp(m, e), _st.floats(0.5, 1.0, exclude_max=True), _st.integers(-1073, 1023))
+
+
+@_given(_extreme, _weights, _extreme, _weights)
+def test_pooled_mean_matches_exact_rational_mean(ma, wa, mb, wb):
+    "Means 2^-1074..2^1024 and weights over the float range: the pooled mean within a few roundings of the exact one."
+    if not _math.isfinite(wa + wb): return       # streams refuse such totals before pooling
+    W, ra, rb = _shares(wa, wb)
+    got = _pooled_mean(ma, wa, mb, wb, ra, rb)
+    exact = (_Fr(ma) * _Fr(wa) + _Fr(mb) * _Fr(wb)) / (_Fr(wa) + _Fr(wb))
+    assert _math.isfinite(got)
+    assert abs(_Fr(got) - exact) <= _Fr(4 * 2.0 ** -53) * max(abs(_Fr(ma)), abs(_Fr(mb))) + _Fr(2.0 ** -1070)
+
+
+def test_pooled_mean_exact_for_integer_sums_and_means_violate_tie_rule():
+    "Sums that are floats come back exactly (equal rational means are bit-identical); equal means pool."
+    a = _pooled_mean(1.0, 1.0, 2.0, 2.0, *_shares(1.0, 2.0)[1:])          # 5/3 from sums 1 + 4
+    b = _pooled_mean(2.0, 1.0, 1.5, 2.0, *_shares(1.0, 2.0)[1:])          # 5/3 from sums 2 + 3
+    assert a == b == 5 / 3
+    assert _means_violate(a, 3.0, b, 3.0, 1.0) and _means_violate(a, 3.0, b, 3.0, -1.0)
+    assert not _means_violate(1.0, 1.0, 2.0, 1.0, 1.0) and _means_violate(1.0, 1.0, 2.0, 1.0, -1.0)
+    assert _means_violate(5.0, 0.0, 1.0, 1.0, 1.0) and _means_violate(0.0, 1.0, 5.0, 0.0, -1.0)
+    assert _pooled_mean(1.7e308, 1.0, 1.6e308, 1.0, 0.5, 0.5) == float((_Fr(1.7e308) + _Fr(1.6e308)) / 2)

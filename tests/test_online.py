@@ -40,10 +40,10 @@ def test_example3_stream_after_every_arrival():
     for t, y in enumerate(EXAMPLE):
         before = s.n_merges
         s.add(y)
-        np.testing.assert_array_equal(s.fitted_values(), PAPER[t][-1])
+        np.testing.assert_allclose(s.fitted_values(), PAPER[t][-1], rtol=4e-16, atol=1e-15)
         assert s.n_merges - before == len(PAPER[t]) - 1
     assert (s.n_merges, s.max_merges, s.n_blocks) == (11, 2, 4)
-    np.testing.assert_array_equal(s.levels, [32, 47, 55, 69])
+    np.testing.assert_allclose(s.levels, [32, 47, 55, 69], rtol=4e-16, atol=1e-15)
     np.testing.assert_array_equal(s.block_starts, [0, 4, 9, 14, 15])
     assert s.current_loss() == pytest.approx(0.5 * np.sum((np.array(EXAMPLE) - np.array(PAPER[-1][-1])) ** 2))
 
@@ -65,8 +65,8 @@ def test_squared_every_prefix_equals_offline(data):
         add.add(y[i], 1.0 if w is None else w[i])
         ext.extend(y[i:i + 1], None if w is None else w[i:i + 1])
         ref = isotonic_regression(y[:i + 1], None if w is None else w[:i + 1], increasing=increasing)
-        np.testing.assert_array_equal(add.fitted_values(), ref.x)
-        np.testing.assert_array_equal(ext.fitted_values(), ref.x)
+        np.testing.assert_allclose(add.fitted_values(), ref.x, rtol=4e-16, atol=1e-15)
+        np.testing.assert_allclose(ext.fitted_values(), ref.x, rtol=4e-16, atol=1e-15)
         np.testing.assert_array_equal(add.block_starts, ref.blocks)
         np.testing.assert_array_equal(add.block_weights, ref.weights)
     whole = OnlineIsotonic(increasing=increasing).extend(y, w)
@@ -135,7 +135,7 @@ def test_staircase_without_scores_uses_sample_indices():
     stc = s.staircase()
     np.testing.assert_array_equal(stc.x_lo, [0, 4, 9, 14])
     np.testing.assert_array_equal(stc.x_hi, [3, 8, 13, 14])
-    np.testing.assert_array_equal(stc(np.arange(15.0)), PAPER[-1][-1])
+    np.testing.assert_allclose(stc(np.arange(15.0)), PAPER[-1][-1], rtol=4e-16, atol=1e-15)
 
 
 @pytest.mark.parametrize('loss', ['squared', 'logcosh'])
@@ -414,8 +414,10 @@ def test_stream_pickled_by_the_previous_layout_continues(loss):
     y = [0.2, 0.9, 0.1, 0.5, 0.7]
     s = OnlineIsotonic(loss).extend(y[:3], x=[0., 1., 1.])
     d = s.__getstate__()
-    d['_F'], d['_pend'], d['_q'] = d['_F'][:4], d['_pend'][:4], 1.0
-    del d['_pivot']
+    F = d['_F'][:4].copy()
+    F[0] *= F[1]                                   # that layout kept sums Σw·y, not means
+    d['_F'], d['_pend'], d['_q'] = F, [d['_pend'][0] * d['_pend'][1], *d['_pend'][1:4]], 1.0
+    del d['_pivot'], d['_wsum']
     old = OnlineIsotonic.__new__(OnlineIsotonic)
     old.__setstate__(d)
     old.extend(y[3:], x=[2., 3.])
@@ -427,3 +429,136 @@ def test_stream_pickled_by_the_previous_layout_continues(loss):
     else:
         f, yy = ref.fitted, np.array(y)
         assert old.current_loss() == pytest.approx(-np.sum(yy * np.log(f) + (1 - yy) * np.log(1 - f)), rel=1e-12)
+
+
+@pytest.mark.parametrize('loss', ['squared', 'logloss'])
+def test_stream_pickled_with_block_sums_continues(loss):
+    "The 7-row state that kept Σw·y and Σw(y − pivot) per block loads as means: fit and loss continue."
+    y, w = np.array([0.2, 0.9, 0.1, 0.5, 0.7]), np.array([1.0, 2.0, 0.5, 1.0, 3.0])
+    s = OnlineIsotonic(loss).extend(y[:3], w[:3], x=[0., 1., 1.])
+    d = s.__getstate__()
+    F, p = d['_F'].copy(), list(d['_pend'])
+    F[0] *= F[1]
+    F[5] *= 2.0 * F[1]
+    p[0], p[5] = p[0] * p[1], 2.0 * p[5] * p[1]
+    d['_F'], d['_pend'] = F, p
+    del d['_wsum']
+    old = OnlineIsotonic.__new__(OnlineIsotonic)
+    old.__setstate__(d)
+    old.extend(y[3:], w[3:], x=[2., 3.])
+    new = OnlineIsotonic(loss).extend(y, w, x=[0., 1., 1., 2., 3.])
+    np.testing.assert_allclose(old.fitted_values(), new.fitted_values(), rtol=1e-15)
+    assert old.current_loss() == pytest.approx(new.current_loss(), rel=1e-14)
+
+
+# ---------------------------------------------------------------- issue 12: extreme magnitudes
+from fractions import Fraction
+import math
+
+BIG = np.finfo(float).max
+
+
+def exact_pava(y, w, increasing=True):
+    "PAVA in exact rationals (equal means pooled, as isocal does): the fitted values as Fractions, and the blocks."
+    sign, blocks = (1 if increasing else -1), []                 # [Σw·y, Σw, count]
+    for yi, wi in zip(y, w):
+        blocks.append([Fraction(wi) * Fraction(yi), Fraction(wi), 1])
+        while len(blocks) > 1 and sign * blocks[-2][0] * blocks[-1][1] >= sign * blocks[-1][0] * blocks[-2][1]:
+            s, v, c = blocks.pop()
+            blocks[-1] = [blocks[-1][0] + s, blocks[-1][1] + v, blocks[-1][2] + c]
+    return [b[0] / b[1] for b in blocks for _ in range(b[2])], [b[2] for b in blocks]
+
+
+def exact_half_loss(y, w, fit):
+    return sum(Fraction(wi) * (Fraction(yi) - f) ** 2 for yi, wi, f in zip(y, w, fit)) / 2
+
+
+def run_stream(mode, y, w, increasing):
+    s = OnlineIsotonic(increasing=increasing)
+    if mode == 'add':
+        for yi, wi in zip(y, w): s.add(yi, wi)
+    elif mode == 'extend': s.extend(y, w)
+    elif mode == 'extend-x': s.extend(y, w, x=np.arange(len(y)) // 2)     # pairs of tied scores
+    else:
+        for i, (yi, wi) in enumerate(zip(y, w)): s.add(yi, wi, x=float(i // 2))
+    return s
+
+
+def check_against_exact(s, y, w, increasing, scores):
+    "Fitted values within a few roundings of the exact ones (scale: the largest target of the block and its neighbours)."
+    yy, ww = list(y), list(w)
+    if scores:   # tied scores share one value: pool each pair first, exactly as fit_staircase does
+        groups = [(sum(Fraction(a) * Fraction(b) for a, b in zip(yy[i:i + 2], ww[i:i + 2])), sum(map(Fraction, ww[i:i + 2])), len(yy[i:i + 2]))
+                  for i in range(0, len(yy), 2)]
+        gy, gw = [g[0] / g[1] for g in groups], [g[1] for g in groups]
+        gfit, _ = exact_pava(gy, gw, increasing)
+        fit = [f for f, g in zip(gfit, groups) for _ in range(g[2])]
+    else: fit, _ = exact_pava(yy, ww, increasing)
+    got = s.fitted_values()
+    block = [0]                                   # exact blocks are the runs of equal exact values
+    for i in range(1, len(fit)): block.append(block[-1] + (fit[i] != fit[i - 1]))
+    # scale: the largest target of the block and of its neighbours (a near-tie may pool either way)
+    scale = [max(abs(v) for v, b in zip(yy, block) if abs(b - block[i]) <= 1) for i in range(len(yy))]
+    for g, f, sc in zip(got, fit, scale):
+        assert math.isfinite(g)
+        assert abs(Fraction(g) - f) <= Fraction(1e-13) * Fraction(sc) + Fraction(2.0 ** -1060), (g, float(f))
+    return fit
+
+
+extreme_floats = st.builds(lambda m, e, neg: (-1.0 if neg else 1.0) * math.ldexp(m, e),
+                           st.floats(0.5, 1.0, exclude_max=True), st.integers(-1073, 1024), st.booleans())
+extreme_weights = st.builds(lambda m, e: math.ldexp(m, e), st.floats(0.5, 1.0, exclude_max=True), st.integers(-1073, 1024))
+
+
+@given(st.integers(1, 10).flatmap(lambda n: st.tuples(st.lists(extreme_floats, min_size=n, max_size=n),
+                                                      st.lists(extreme_weights, min_size=n, max_size=n))),
+       st.sampled_from(['add', 'extend', 'extend-x', 'add-x']), st.booleans())
+def test_extreme_magnitudes_match_exact_pava(data, mode, increasing):
+    "Targets 2^-1074..2^1024 (either sign) and weights over the whole float range, against exact rational PAVA."
+    y, w = data
+    if sum(map(Fraction, w)) > Fraction(BIG) * Fraction(1 - 2.0 ** -20):
+        with pytest.raises(ValueError, match='total weight'):
+            run_stream(mode, y, w, increasing)
+        return
+    s = run_stream(mode, np.array(y), np.array(w), increasing)
+    fit = check_against_exact(s, y, w, increasing, mode.endswith('-x'))
+    exact = exact_half_loss(y, w, fit)
+    got = s.current_loss()
+    if exact > Fraction(BIG) * Fraction(1 + 1e-9):           # the loss itself exceeds the float range
+        assert got == math.inf, str((y, w, mode, increasing))
+    elif exact < Fraction(BIG) * Fraction(1 - 1e-9):         # (within rounding of the largest float either is right)
+        assert math.isfinite(got)
+        # Chan's update is exact up to roundings of the means, i.e. relative to the block's spread about 0 (condition)
+        spread = sum(Fraction(wi) * Fraction(yi) ** 2 for yi, wi in zip(y, w)) / 2
+        assert abs(Fraction(got) - exact) <= Fraction(1e-9) * exact + Fraction(1e-12) * spread + Fraction(2.0 ** -1000), \
+            str((got, float(exact), y, w, mode, increasing))
+
+
+@pytest.mark.parametrize('mode', ['add', 'extend', 'extend-x', 'add-x'])
+@pytest.mark.parametrize('increasing', [True, False])
+def test_issue12_huge_targets_pool_to_their_mean(mode, increasing):
+    "Issue 12: 1.7e308 then 1.6e308 pool to 1.65e308 (the sum overflowed to inf); equal 1e308s stay 1e308, loss 0."
+    y = [1.7e308, 1.6e308] if increasing else [1.6e308, 1.7e308]
+    s = run_stream(mode, np.array(y), np.ones(2), increasing)
+    np.testing.assert_array_equal(s.levels, [float((Fraction(1.7e308) + Fraction(1.6e308)) / 2)])   # ≈ 1.65e308
+    assert s.current_loss() == math.inf       # ½·2·(5e306)² = 2.5e613: beyond the float range, legitimately inf
+    t = run_stream(mode, np.array([1e308, 1e308]), np.ones(2), increasing)
+    np.testing.assert_array_equal(t.fitted_values(), [1e308, 1e308])
+    assert t.current_loss() == 0.0
+    u = run_stream(mode, np.array([-1.7e308, 1.7e308, -1.7e308]), np.array([8e307, 1e-300, 8e307]), True)
+    np.testing.assert_allclose(u.fitted_values(), [-1.7e308] * 3, rtol=1e-15)   # a 1e-300 share of 1.7e308 is nothing
+
+
+def test_issue12_huge_weights_and_their_limit():
+    "Weights near 1e308 pool; a total weight beyond the float range is refused, naming the argument, state unchanged."
+    s = OnlineIsotonic().extend([3.0, 1.0], [1e308, 5e307])
+    np.testing.assert_allclose(s.levels, [float((3 * Fraction(1e308) + Fraction(5e307)) / (Fraction(1e308) + Fraction(5e307)))], rtol=1e-15)
+    assert s.current_loss() == pytest.approx(float(exact_half_loss([3.0, 1.0], [1e308, 5e307], [Fraction(7, 3)] * 2)), rel=1e-14)
+    before = pickle.dumps(s)
+    with pytest.raises(ValueError, match='`weight`: the stream.s total weight'):
+        s.add(0.0, 1e308)
+    with pytest.raises(ValueError, match='`weights`: the stream.s total weight'):
+        s.extend([0.0], [1e308])
+    assert pickle.dumps(s) == before
+    tiny = OnlineIsotonic().extend([2.0, 1.0, 5.0], [5e-324, 1e-323, 1e-300])
+    np.testing.assert_allclose(tiny.fitted_values(), [4 / 3, 4 / 3, 5.0], rtol=1e-15)
