@@ -211,9 +211,11 @@ class Gamma(Loss):
     def in_domain(self, y): return y > 0.0
 
 class LogCosh(Loss):
-    """log cosh(z − y): squared near 0, absolute far away. Its derivative tanh(z − y) is ±1 in double precision once
-    |z − y| > 19, so a block whose residuals all exceed that is flat there and its level is determined only to the
-    flat (scale targets into a range of width < 38 where exactness matters)."""
+    """log cosh(z − y): squared near 0, absolute far away. Its derivative tanh(z − y) rounds to ±1 once |z − y| > 19;
+    the fit sums it as ±1 plus the remainder 2t/(1 + t), t = e^(−2|r|), so levels stay exact while the remainders
+    are representable (|r| up to about 370). Beyond, a block's summed derivative can be exactly 0 on a whole
+    interval: `isotonic_convex` then raises a ValueError (the level is not determined in double precision) rather
+    than return a point of it. Scale targets to residuals below ~370 where that matters."""
     code, name = _LOGCOSH, 'logcosh'
 
 def _is_real(value):
@@ -233,9 +235,11 @@ def _param(value, name, ok, what):
     return v
 
 class PseudoHuber(Loss):
-    """δ²(√(1 + (r/δ)²) − 1), r = z − y: squared for |r| ≪ δ, δ|r| for |r| ≫ δ. Its derivative is ±δ in double
-    precision once |r| > 1e8 δ, so (like log-cosh) a block whose residuals all exceed that is flat there and its
-    level is determined only to the flat (choose δ on the scale of the residuals where exactness matters)."""
+    """δ²(√(1 + (r/δ)²) − 1), r = z − y: squared for |r| ≪ δ, δ|r| for |r| ≫ δ. Its derivative rounds to ±δ once
+    |r| > 1e8 δ; the fit sums it as ±δ plus the remainder δ s²/(√(1+s²)(1 + √(1+s²))), s = δ/r, so levels stay
+    exact while the remainder is representable (|r| up to about 1e150 δ). Beyond, a block's summed derivative can be
+    exactly 0 on a whole interval: `isotonic_convex` then raises a ValueError (the level is not determined in
+    double precision) rather than return a point of it."""
     code = _PSEUDO_HUBER
     def __init__(self, delta=1.0):
         self.delta = _param(delta, 'delta', lambda v: v > 0, 'a positive finite number')
@@ -279,7 +283,7 @@ def get_loss(loss) -> Loss:
 
 # %% ../nbs/02_convex.ipynb #9312e4e8
 _START, _CNT, _WSUM, _P, _D, _DABS, _LO, _HI, _YMIN, _YMAX, _H = range(11)      # columns of the group stack
-_NONCONVEX, _AMBIGUOUS, _UNCERTIFIED = -1, 2, -3
+_NONCONVEX, _AMBIGUOUS, _UNCERTIFIED, _FLAT = -1, 2, -3, -4
 _TINY = np.finfo(np.float64).tiny            # smallest normal double
 _MAX_PROBES = 600                            # ample: bisection alone reaches adjacent doubles in about 130 probes
 
@@ -371,30 +375,80 @@ def _block_deriv(code, params, y, w, s, e, z):
         h += t2
     return d, a, h
 
+@njit(cache=True, inline='always')
+def _two_prod(a, b):
+    "(p, err) with p + err = a * b exactly (Dekker's product; err = 0 where splitting would overflow)."
+    p = a * b
+    if not (abs(a) < 1e290 and abs(b) < 1e290): return p, 0.0
+    t = 134217729.0 * a
+    ah = t - (t - a)
+    t = 134217729.0 * b
+    bh = t - (t - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+@njit(cache=True)
+def _split_deriv(code, params, y, w, i, z):
+    """w l'(z; y_i) as three doubles (big, big_err, rest) whose exact sum it is. For a saturating loss beyond its
+    knee, big + big_err is w times the limit (exactly ±w δ for pseudo-Huber, ±w for log-cosh) and rest the small
+    remainder computed without cancellation: pseudo-Huber δ(1 − 1/√(1+s²)) = δ s²/(√(1+s²)(1 + √(1+s²))), s = δ/r;
+    log-cosh 1 − tanh|r| = 2t/(1 + t), t = e^(-2|r|). Limits that cancel exactly then leave the remainders."""
+    wi = 1.0 if w is None else w[i]
+    r = z - y[i]
+    if code == _PSEUDO_HUBER and abs(r) > params[0]:
+        d = params[0]
+        sg = 1.0 if r > 0.0 else -1.0
+        s = d / r
+        q = np.sqrt(1.0 + s * s)
+        big, err = _two_prod(sg * wi, d)
+        return big, err, -sg * wi * (d * (s * s / (q * (1.0 + q))))
+    if code == _LOGCOSH and abs(r) > 1.0:
+        sg = 1.0 if r > 0.0 else -1.0
+        t = np.exp(-2.0 * abs(r))
+        return sg * wi, 0.0, -sg * wi * (2.0 * t / (1.0 + t))
+    return _sample_deriv(code, params, y, w, i, z)[0], 0.0, 0.0
+
+@njit(cache=True, inline='always')
+def _add_partial(partials, n, x):
+    "Add x to Shewchuk's non-overlapping partials[:n] (exactly); returns the new count."
+    k = 0
+    for j in range(n):
+        v = partials[j]
+        if abs(x) < abs(v): x, v = v, x
+        hi = x + v
+        lo = v - (hi - x)
+        if lo != 0.0:
+            partials[k] = lo
+            k += 1
+        x = hi
+    partials[k] = x
+    return k + 1
+
 @njit(cache=True)
 def _block_deriv_exact(code, params, y, w, s, e, z):
     """sum of w l'(z; y) over samples s..e-1 without rounding error in the summation (Shewchuk's partials, as
-    `math.fsum`; at most ~40 non-overlapping partials exist in double precision): its sign is the exact sign of the
-    sum of the computed terms, so terms that cancel exactly (a target at the root) give exactly 0."""
-    partials = np.empty(96)
-    n = 0
+    `math.fsum`; at most ~40 non-overlapping partials exist in double precision), each term split by `_split_deriv`:
+    its sign is the exact sign of the sum of the computed parts, so terms that cancel exactly (a target at the root)
+    give exactly 0, and saturated terms whose limits cancel leave their remainders."""
+    return _split_sum(code, params, y, w, s, e, z)[0]
+
+@njit(cache=True)
+def _split_sum(code, params, y, w, s, e, z):
+    """(the exact sum of `_split_deriv`'s parts, a bound on its error): the limits are exact, so only the remainders
+    (or unsplit terms) carry the evaluation error of `_rounding_bound`."""
+    partials = np.empty(128)
+    n, rest_abs = 0, 0.0
     for i in range(s, e):
-        x = _sample_deriv(code, params, y, w, i, z)[0]
-        k = 0
-        for j in range(n):
-            v = partials[j]
-            if abs(x) < abs(v): x, v = v, x
-            hi = x + v
-            lo = v - (hi - x)
-            if lo != 0.0:
-                partials[k] = lo
-                k += 1
-            x = hi
-        partials[k] = x
-        n = k + 1
+        big, err, rest = _split_deriv(code, params, y, w, i, z)
+        if err == 0.0 and rest == 0.0: rest_abs += abs(big)      # an unsplit term
+        else: rest_abs += abs(rest)
+        n = _add_partial(partials, n, big)
+        if err != 0.0: n = _add_partial(partials, n, err)
+        if rest != 0.0: n = _add_partial(partials, n, rest)
     total = 0.0
     for j in range(n): total += partials[j]            # smallest first; the sign is the largest partial's
-    return total if n == 0 or total != 0.0 or partials[n - 1] == 0.0 else partials[n - 1]
+    total = total if n == 0 or total != 0.0 or partials[n - 1] == 0.0 else partials[n - 1]
+    return total, _rounding_bound(code, params, e - s, rest_abs)
 
 @njit(cache=True)
 def _decided_deriv(code, params, y, w, s, e, z):
@@ -402,6 +456,21 @@ def _decided_deriv(code, params, y, w, s, e, z):
     d, a, h = _block_deriv(code, params, y, w, s, e, z)
     if abs(d) <= _rounding_bound(code, params, e - s, a): d = _block_deriv_exact(code, params, y, w, s, e, z)
     return d, a, h
+
+@njit(cache=True)
+def _determined(code, params, y, w, st, g, z):
+    """Is z the only zero of group g's summed derivative D (summed exactly) at the resolution of its residuals, i.e.
+    D(z - u) < 0 < D(z + u) with u = 64 ulps of max(|z|, |y|)? False where D is flat: zero on a whole interval
+    (a saturated loss), where a zero of D says nothing about where the exact minimiser is. Only the losses whose l'
+    tends to a limit (pseudo-Huber, log-cosh, and a custom loss, which may) can be flat away from a root; for the
+    others a zero of D at z comes from terms that vanish there (|r|^(p-1) at r = 0 underflows within u of a target at
+    tiny scale, without the root being anywhere else), and a single sample's level is its target's minimiser."""
+    if code != _PSEUDO_HUBER and code != _LOGCOSH and code != _CUSTOM: return True
+    if st[g, _CNT] == 1 and code != _CUSTOM: return True
+    s, e = int(st[g, _START]), int(st[g, _START] + st[g, _CNT])
+    u = 64.0 * _EPS * max(abs(z), abs(st[g, _YMIN]), abs(st[g, _YMAX]), _TINY)
+    return (_block_deriv_exact(code, params, y, w, s, e, z - u) < 0.0
+            < _block_deriv_exact(code, params, y, w, s, e, z + u))
 
 @njit(cache=True)
 def _refine(code, params, y, w, st, g, z, stats):
@@ -418,11 +487,22 @@ def _tight(lo, hi):
     mid = 0.5 * (lo + hi)
     return mid <= lo or mid >= hi
 
-@njit(cache=True, inline='always')
-def _side(code, params, st, g):
-    "Where is group g's level relative to its reference point? -1 above, +1 below, 0 equal up to rounding."
+@njit(cache=True)
+def _side(code, params, y, w, st, g):
+    """Where is group g's level relative to its reference point p? -1 above, +1 below, 0 equal (D(p) within its
+    rounding bound and not decided by the exact sum, or exactly 0 with p determined), _FLAT: D is exactly 0 on an
+    interval around p, so no side can be told. Within the rounding bound D(p) is summed again exactly from split
+    terms, whose error is a few ulps of the remainders only (and the bracket is cut at p accordingly)."""
     e = _rounding_bound(code, params, st[g, _CNT], st[g, _DABS])
-    return 1 if st[g, _D] > e else (-1 if st[g, _D] < -e else 0)
+    if st[g, _D] > e: return 1
+    if st[g, _D] < -e: return -1
+    s = int(st[g, _START])
+    d, e_split = _split_sum(code, params, y, w, s, s + int(st[g, _CNT]), st[g, _P])
+    if d == 0.0: return 0 if _determined(code, params, y, w, st, g, st[g, _P]) else _FLAT
+    if not abs(d) > e_split: return 0
+    if d > 0.0: st[g, _HI] = min(st[g, _HI], st[g, _P])   # the remainders decide (saturated limits cancelled):
+    else: st[g, _LO] = max(st[g, _LO], st[g, _P])          # the bracket must learn it too, or probing repeats
+    return 1 if d > 0.0 else -1
 
 @njit(cache=True)
 def _newton_anchor(code, params, y, w, st, g, stats):
@@ -439,10 +519,16 @@ def _bracket_order(st, a, b):
     if st[a, _HI] < st[b, _LO]: return 0
     return _AMBIGUOUS
 
+@njit(cache=True, inline='always')
+def _flat(st, g, stats):
+    "Report group g (its first sample in stats[1]) as flat: its level is not determined in double precision."
+    stats[1] = int(st[g, _START])
+    return _FLAT
+
 @njit(cache=True)
 def _group_violates(code, params, y, w, st, a, b, stats):
     """Is level(a) >= level(b) for adjacent groups a < b? 1 yes, 0 no, -1: a derivative is not increasing, -3: not
-    decided within the probe budget. Tie rule: levels that cannot be told apart in double precision (equal, or
+    decided within the probe budget, -4: a summed derivative is flat (zero on an interval) where it must decide. Tie rule: levels that cannot be told apart in double precision (equal, or
     within one ulp, or a derivative zero within its rounding bound at the other's level) count as a violation."""
     small, big = (a, b) if st[a, _CNT] <= st[b, _CNT] else (b, a)
     anchored_small = anchored_big = False
@@ -459,16 +545,22 @@ def _group_violates(code, params, y, w, st, a, b, stats):
             continue
         if _tight(st[b, _LO], st[b, _HI]):                       # b known to an ulp: L_a' at level(b) decides
             if not _refine(code, params, y, w, st, a, st[b, _LO], stats): return _NONCONVEX
-            return 0 if _side(code, params, st, a) > 0 else 1                 # (equal up to an ulp counts as a violation)
+            sa = _side(code, params, y, w, st, a)
+            if sa == _FLAT: return _flat(st, a, stats)
+            return 0 if sa > 0 else 1                            # (equal up to an ulp counts as a violation)
         if _tight(st[a, _LO], st[a, _HI]):
             if not _refine(code, params, y, w, st, b, st[a, _HI], stats): return _NONCONVEX
-            return 0 if _side(code, params, st, b) < 0 else 1
+            sb = _side(code, params, y, w, st, b)
+            if sb == _FLAT: return _flat(st, b, stats)
+            return 0 if sb < 0 else 1
         lo, hi = max(st[a, _LO], st[b, _LO]), min(st[a, _HI], st[b, _HI])
         tight = _tight(lo, hi)
         z = lo if tight else _split(lo, hi)                     # probe both in the overlap
         if not _refine(code, params, y, w, st, a, z, stats): return _NONCONVEX
         if not _refine(code, params, y, w, st, b, z, stats): return _NONCONVEX
-        sa, sb = _side(code, params, st, a), _side(code, params, st, b)
+        sa, sb = _side(code, params, y, w, st, a), _side(code, params, y, w, st, b)
+        if sa == _FLAT: return _flat(st, a, stats)
+        if sb == _FLAT: return _flat(st, b, stats)
         if sa > 0 and sb <= 0 or sa == 0 and sb < 0: return 0   # level(a) below z, level(b) not below it
         if sa <= 0 and sb >= 0 or tight: return 1
     return _UNCERTIFIED
@@ -513,7 +605,7 @@ def _push_group(code, params, y, w, st, g, s, e, m, stats):
 def _pool_convex(code, params, y, w, m, groups, st, stats):
     """Increasing pooling of x-ordered samples (w: None or positive weights; m: per-sample minimisers; groups: None
     or initial group starts followed by n). Returns the number of stacked groups, or -1 if l' is not increasing,
-    -3 if a comparison could not be certified."""
+    -3 if a comparison could not be certified, -4 if it met a flat summed derivative (stats[1]: that group's start)."""
     n = y.shape[0]
     ng = n if groups is None else groups.shape[0] - 1
     top = np.intp(0)                      # (not a literal 0: that would compile the callees a second time)
@@ -524,7 +616,7 @@ def _pool_convex(code, params, y, w, m, groups, st, stats):
         while top > 1:
             v = _bracket_order(st, top - 2, top - 1)             # O(1) unless the brackets overlap
             if v == _AMBIGUOUS: v = _group_violates(code, params, y, w, st, top - 2, top - 1, stats)
-            if v == _NONCONVEX or v == _UNCERTIFIED: return v
+            if v == _NONCONVEX or v == _UNCERTIFIED or v == _FLAT: return v
             if v == 0: break
             if not _merge_groups(code, params, y, w, st, top - 2, top - 1, stats): return _NONCONVEX
             top -= 1
@@ -545,14 +637,17 @@ def _next_probe(x, d, d2, lo, hi, mode):
 @njit(cache=True)
 def _resolve_group(code, params, y, w, st, g, stats, tol):
     """Group g's minimiser, certified: adjacent doubles lo < hi with summed derivatives D(lo) < 0 < D(hi) (the
-    closer to zero is returned), or a double with D exactly 0 (tol > 0: a bracket at most tol wide). Returns nan if
-    l' is not increasing, inf if D is not finite or no certificate was reached within the probe budget (never the
-    last iterate).
+    closer to zero is returned), or a double z with D(z) exactly 0 that is `_determined` (D < 0 just left of it and
+    > 0 just right; tol > 0: a bracket at most tol wide). Returns nan if l' is not increasing, inf if D is not finite
+    or no certificate was reached within the probe budget, -inf if D is flat (zero on an interval; never a point of
+    it, never the last iterate).
     Probes: Newton while it at least halves the bracket; after a stall twice the Newton step, then bisection; and
     at least every fourth probe bisects, so adjacent doubles are reached within about 4 × 130 probes."""
     lo, hi = st[g, _LO], st[g, _HI]
-    if lo == hi: return lo
     s, cnt = int(st[g, _START]), int(st[g, _CNT])
+    if lo == hi:                                 # collapsed by the curvature bounds: certified unless D is flat there
+        if _block_deriv_exact(code, params, y, w, s, s + cnt, lo) != 0.0: return lo
+        return lo if _determined(code, params, y, w, st, g, lo) else -np.inf
     d_lo, d_hi = -np.inf, np.inf                 # D at lo and hi where evaluated (the pooling bracket is sound)
     x = st[g, _P] if lo < st[g, _P] < hi else _split(lo, hi)
     mode = newton_run = 0
@@ -562,13 +657,17 @@ def _resolve_group(code, params, y, w, st, g, stats, tol):
         stats[0] += cnt
         if d2 < 0.0: return np.nan
         if d != d: return np.inf                          # not finite: no certificate possible
-        if d == 0.0: return x if a > 0.0 else np.inf   # every term 0 in a wide bracket: underflow, no information
+        if d == 0.0:                                     # every term 0 in a wide bracket: underflow, no information
+            if a == 0.0: return np.inf
+            return x if _determined(code, params, y, w, st, g, x) else -np.inf
         if d > 0.0: hi, d_hi = x, d
         else: lo, d_lo = x, d
         if _tight(lo, hi):                          # an end the pooling bracket gave may be the root itself
             if d_lo == -np.inf: d_lo = _decided_deriv(code, params, y, w, s, s + cnt, lo)[0]
             if d_hi == np.inf: d_hi = _decided_deriv(code, params, y, w, s, s + cnt, hi)[0]
-            return lo if abs(d_lo) <= abs(d_hi) else hi
+            z = lo if abs(d_lo) <= abs(d_hi) else hi
+            if (d_lo if z == lo else d_hi) == 0.0 and not _determined(code, params, y, w, st, g, z): return -np.inf
+            return z
         if hi - lo <= tol: return 0.5 * lo + 0.5 * hi
         mode = 0 if mode == 2 or hi - lo <= 0.5 * width else mode + 1
         newton_run = 0 if mode == 2 else newton_run + 1
@@ -580,10 +679,11 @@ def _resolve_group(code, params, y, w, st, g, stats, tol):
 @njit(cache=True)
 def _resolve_all(code, params, y, w, st, ng, levels, starts, wts, stats, tol):
     """Levels (internal scale, made non-decreasing), starts and weights of the ng stacked groups; 1 on success,
-    -1 if non-convex, -3 if a level could not be certified."""
+    -1 if non-convex, -3 if a level could not be certified, -4 if a summed derivative is flat (stats[1]: where)."""
     for g in range(ng):
         lv = _resolve_group(code, params, y, w, st, g, stats, tol)
         if np.isnan(lv): return _NONCONVEX
+        if lv == -np.inf: return _flat(st, g, stats)
         if np.isinf(lv): return _UNCERTIFIED
         levels[g] = lv if g == 0 else max(lv, levels[g - 1])     # tie rule: rounding can never undo the order
         starts[g], wts[g] = int(st[g, _START]), st[g, _WSUM]
@@ -592,8 +692,8 @@ def _resolve_all(code, params, y, w, st, ng, levels, starts, wts, stats, tol):
 
 
 # %% ../nbs/02_convex.ipynb #58a10168
-_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact',
-                    '_decided_deriv', '_refine', '_newton_anchor',
+_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
+                    '_decided_deriv', '_split_deriv', '_determined', '_side', '_refine', '_newton_anchor',
                     '_group_violates', '_merge_groups', '_push_group', '_pool_convex', '_resolve_group', '_resolve_all',
                     '_anytime_step')
 
@@ -680,6 +780,12 @@ def _uncertified_error():
                       "not finite, or no certificate within the probe budget: please report this input); no "
                       "unverified level is returned")
 
+def _flat_error(loss, y, i, S):
+    return ValueError(f"the level of the block starting at target {y[i] * S:g} cannot be determined in double "
+                      f"precision under {loss}: its summed derivative is exactly 0 on a whole interval (every residual "
+                      f"is so large that the loss's derivative rounds to its limit); rescale the targets or choose "
+                      f"the loss's scale nearer the residuals. No arbitrary point of the interval is returned")
+
 def _power_of_two_scale(big, limit):
     "1, or the power of two 2^(e-1) with `big` in [2^(e-1), 2^e) when |e| > `limit` (dividing by it is exact)."
     if not big > 0.0: return 1.0
@@ -733,6 +839,7 @@ def _fit_increasing(loss, y, w, groups, tol=0.0):
             starts[:nb + 1] = groups[starts[:nb + 1]]
         with np.errstate(over='ignore'):
             return sums[:nb] / wts[:nb] * S, starts[:nb + 1], wts[:nb] * wk, 0
+    loss0 = loss
     loss, S = _target_scale(loss, y)
     y = y / S
     _check_no_overflow(loss, y, w, S)
@@ -740,11 +847,12 @@ def _fit_increasing(loss, y, w, groups, tol=0.0):
     m = np.array([k._point_min(loss.code, loss.params, v) for v in y]) if loss.code == _CUSTOM else y
     if np.any(~np.isfinite(m)):
         raise ValueError(f"`loss` has no finite minimiser for target {y[np.flatnonzero(~np.isfinite(m))[0]] * S}")
-    st, stats = np.empty((n, 11)), np.zeros(1, np.int64)
+    st, stats = np.empty((n, 11)), np.zeros(2, np.int64)
     ng = k._pool_convex(loss.code, loss.params, y, w, m, groups, st, stats)
     levels, starts, wts = np.empty(max(ng, 0)), np.empty(max(ng, 0) + 1, np.intp), np.empty(max(ng, 0))
     if ng >= 0: ng = k._resolve_all(loss.code, loss.params, y, w, st, ng, levels, starts, wts, stats, tol / S)
     if ng == _UNCERTIFIED: raise _uncertified_error()
+    if ng == _FLAT: raise _flat_error(loss0, y, int(stats[1]), S)
     if ng < 0: raise _nonconvex_error()
     with np.errstate(over='ignore'):                     # a block weight beyond 1.8e308 is inf, as it should be
         return loss.to_mean(levels * S), starts, wts * wk, int(stats[0])
@@ -818,8 +926,9 @@ def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol
         False fits a non-increasing sequence.
     tol : float, optional
         None (default) certifies every block minimiser to full double precision (the exact minimiser rounded to
-        one of its neighbouring doubles, or a double where the summed derivative is exactly 0), and raises a
-        ValueError rather than return a level it cannot certify; a positive `tol` accepts a level once its
+        one of its neighbouring doubles, or a double where the summed derivative is exactly 0 and changes sign
+        within a few ulps either side), and raises a ValueError rather than return a level it cannot certify
+        (also where a saturating loss's summed derivative is exactly 0 on a whole interval); a positive `tol` accepts a level once its
         bracket is at most `tol` wide (the block structure is exact either way). Ignored by the weighted-mean
         losses, whose levels are exact sums.
 
