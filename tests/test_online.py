@@ -353,19 +353,27 @@ def test_every_loss_current_loss_matches_high_precision(name, k, scale, w, incre
     if name == 'logloss' and scale == 1e3: y = 1 - y * 1e-9            # targets just below 1
     w = np.array(w[:len(y)])
     loss = LOSS_OBJECTS[name]
-    if mode == 'extend': s = OnlineIsotonic(loss, increasing=increasing).extend(y, w)
-    elif mode == 'scores':                                   # tied scores: pairs of samples share a score
-        s = OnlineIsotonic(loss, increasing=increasing).extend(y, w, x=np.arange(len(y)) // 2)
-    else:
-        half = len(y) // 2 + 1
-        first = isotonic_convex(loss, y[:half], w[:half], increasing=increasing) if sum(w[:half]) > 0 else None
-        if first is None: return
-        s = OnlineIsotonic.from_fit(first, y[:half], w[:half], loss=loss, increasing=increasing).extend(y[half:], w[half:])
+    try: s = _stream(loss, y, w, increasing, mode)
+    except ValueError as e:   # log-cosh saturates (tanh is ±1 in doubles past |r| ≈ 370): such a level is refused
+        assert name == 'logcosh' and 'cannot be determined in double precision' in str(e) and np.ptp(y) > 700, e
+        return
+    if s is None: return
     f = s.fitted_values()
     terms = [(mpmath.mpf(float(wi)) * v, mpmath.mpf(float(wi)) * a)
              for yi, wi, fi in zip(y, w, f) if wi > 0 for v, a in [mp_sample_loss(name, fi, yi)]]
     exact, size = mpmath.fsum(t for t, _ in terms), mpmath.fsum(a for _, a in terms)
     assert abs(mpmath.mpf(s.current_loss()) - exact) <= 1e-12 * size + mpmath.mpf(1e-300)
+
+
+def _stream(loss, y, w, increasing, mode):
+    "The stream of `y` (weights `w`) fed by `extend`, with tied scores, or continued from an offline fit."
+    if mode == 'extend': return OnlineIsotonic(loss, increasing=increasing).extend(y, w)
+    if mode == 'scores':                                     # tied scores: pairs of samples share a score
+        return OnlineIsotonic(loss, increasing=increasing).extend(y, w, x=np.arange(len(y)) // 2)
+    half = len(y) // 2 + 1
+    if sum(w[:half]) == 0: return None
+    first = isotonic_convex(loss, y[:half], w[:half], increasing=increasing)
+    return OnlineIsotonic.from_fit(first, y[:half], w[:half], loss=loss, increasing=increasing).extend(y[half:], w[half:])
 
 
 # ---------------------------------------------------------------- issue 12: merge_trace input checks
