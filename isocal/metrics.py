@@ -10,11 +10,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .core import as_float_array, check_choice, check_same_length, check_weights
+from .core import as_float_array, as_real_array, check_choice, check_same_length, check_weights
 
 # %% auto #0
-__all__ = ['STRATEGIES', 'log_loss', 'brier_score', 'brier_loss', 'reliability_curve', 'expected_calibration_error',
-           'calibration_report', 'reliability_band', 'reliability_diagram']
+__all__ = ['STRATEGIES', 'ROW_SUM_TOL', 'log_loss', 'brier_score', 'brier_loss', 'reliability_curve',
+           'expected_calibration_error', 'calibration_report', 'reliability_band', 'reliability_diagram',
+           'classwise_ece', 'top_label_ece', 'multiclass_brier_score', 'multiclass_log_loss', 'bootstrap_interval',
+           'multiclass_reliability_diagram']
 
 # %% ../nbs/08_metrics.ipynb #365108b7
 def _check_labels(y_true, name: str = "y_true") -> np.ndarray:
@@ -540,3 +542,283 @@ def reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy: str = "uni
            xlabel="mean predicted probability", ylabel="observed frequency of label 1")
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.58), fontsize="small")
     return ax
+
+# %% ../nbs/08_metrics.ipynb #2855dffb
+ROW_SUM_TOL = 1e-6   # per class: a row of K probabilities may miss 1 by at most ROW_SUM_TOL * K
+
+
+def _check_proba_matrix(P, name: str = "P") -> np.ndarray:
+    """An (n, K) probability matrix as float64, checked: 2-D, K >= 2, finite, in [0, 1], rows summing to 1.
+
+    Parameters
+    ----------
+    P : array-like of shape (n, K)
+        Class probabilities, one row per sample.
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        The matrix as float64.
+    """
+    P = as_real_array(P, name).astype(np.float64, copy=False)
+    if P.ndim != 2 or P.shape[1] < 2 or P.shape[0] == 0:
+        raise ValueError(f"`{name}` must be a 2-D array of shape (n, K) with n >= 1 and K >= 2 classes, "
+                         f"got shape {P.shape}")
+    bad = np.argwhere(~np.isfinite(P))
+    if bad.size:
+        i, k = bad[0]
+        raise ValueError(f"`{name}` must be finite (no NaN or inf), found {P[i, k]} at index ({i}, {k})")
+    outside = np.argwhere((P < 0.0) | (P > 1.0))
+    if outside.size:
+        i, k = outside[0]
+        raise ValueError(f"`{name}` must lie in [0, 1], found {P[i, k]:g} at index ({i}, {k})")
+    off = np.flatnonzero(np.abs(P.sum(axis=1) - 1.0) > ROW_SUM_TOL * P.shape[1])
+    if off.size:
+        i = off[0]
+        raise ValueError(f"the rows of `{name}` must sum to 1 (within {ROW_SUM_TOL:g} * K), row {i} sums to "
+                         f"{P[i].sum():.10g}; pass probabilities, not logits or scores")
+    return P
+
+
+def _check_class_labels(y_true, n_classes: int, name: str = "y_true") -> np.ndarray:
+    """Class numbers 0..n_classes-1 as an int64 array, or an error naming `name`."""
+    y = as_float_array(y_true, name, allow_empty=False)
+    bad = np.flatnonzero((y != np.floor(y)) | (y < 0) | (y >= n_classes))
+    if bad.size:
+        raise ValueError(f"`{name}` must hold class numbers 0 to {n_classes - 1} (the columns of the probability "
+                         f"matrix), found {y[bad[0]]:g} at index {bad[0]}")
+    return y.astype(np.int64)
+
+
+def _multiclass_inputs(y_true, P, sample_weight, p_name: str = "P"):
+    """Validated `(labels, P, weights)` of the multiclass metrics."""
+    P = _check_proba_matrix(P, p_name)
+    y = _check_class_labels(y_true, P.shape[1])
+    check_same_length(**{"y_true": y, p_name: P})
+    return y, P, check_weights(sample_weight, len(y), "sample_weight")
+
+# %% ../nbs/08_metrics.ipynb #cafe2ceb
+def classwise_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None) -> float:
+    """Classwise expected calibration error: mean over classes k of the binary ECE of `P[:, k]` for `y_true == k`.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class numbers 0 to K-1.
+    P : array-like of shape (n, K)
+        Class probabilities, rows summing to 1.
+    n_bins, strategy, sample_weight
+        As in `expected_calibration_error` (each class is binned on its own column).
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
+    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    eces = [expected_calibration_error((y == k).astype(float), P[:, k], n_bins=n_bins, strategy=strategy,
+                                       sample_weight=w) for k in range(P.shape[1])]
+    return float(np.mean(eces))
+
+
+def _top_label(y: np.ndarray, P: np.ndarray):
+    """Predicted class (first maximum), its probability (the confidence), and whether it is right."""
+    pred = np.argmax(P, axis=1)
+    return pred, P[np.arange(len(y)), pred], (pred == y).astype(float)
+
+
+def top_label_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None,
+                  conditional: bool = False) -> float:
+    """Top-label expected calibration error: binary ECE of the confidence `max_k P[:, k]` for "the argmax is right".
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class numbers 0 to K-1.
+    P : array-like of shape (n, K)
+        Class probabilities, rows summing to 1.
+    n_bins, strategy, sample_weight
+        As in `expected_calibration_error`.
+    conditional : bool, default False
+        False: the confidence ECE (all samples binned together). True: Gupta & Ramdas's TL-ECE, the ECE within each
+        predicted class, averaged with the classes' shares of the weight.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
+    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    if not isinstance(conditional, (bool, np.bool_)):
+        raise TypeError(f"`conditional` must be True or False, got {conditional!r}")
+    pred, conf, right = _top_label(y, P)
+    if not conditional:
+        return expected_calibration_error(right, conf, n_bins=n_bins, strategy=strategy, sample_weight=w)
+    w = np.ones(len(y)) if w is None else _unit_scale(w)
+    total, ece = w.sum(), 0.0
+    for c in np.unique(pred):
+        rows = (pred == c) & (w > 0)
+        if rows.any():
+            ece += w[rows].sum() / total * expected_calibration_error(
+                right[rows], conf[rows], n_bins=n_bins, strategy=strategy, sample_weight=w[rows])
+    return float(ece)
+
+# %% ../nbs/08_metrics.ipynb #8a70d755
+def multiclass_brier_score(y_true, P, *, sample_weight=None) -> float:
+    """Multiclass Brier score: weighted mean over samples of `sum_k (1[y_true == k] - P[:, k]) ** 2`, in [0, 2].
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class numbers 0 to K-1.
+    P : array-like of shape (n, K)
+        Class probabilities, rows summing to 1.
+    sample_weight : array-like of shape (n,), optional
+        Non-negative weights, not all zero.
+
+    Returns
+    -------
+    float
+        The score (0 for certain and right predictions).
+    """
+    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    onehot = np.zeros_like(P)
+    onehot[np.arange(len(y)), y] = 1.0
+    return _weighted_mean(((onehot - P) ** 2).sum(axis=1), w)
+
+
+def multiclass_log_loss(y_true, P, *, sample_weight=None, base: float = 2.0, eps: float = 0.0) -> float:
+    """Multiclass log loss: weighted mean of `-log_base P[i, y_true[i]]`, in bits by default.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class numbers 0 to K-1.
+    P : array-like of shape (n, K)
+        Class probabilities, rows summing to 1.
+    sample_weight : array-like of shape (n,), optional
+        Non-negative weights, not all zero. Samples of weight zero are ignored.
+    base : float, default 2.0
+        Base of the logarithm (`np.e` for nats, the unit of `sklearn.metrics.log_loss`).
+    eps : float, default 0.0
+        Raise the probability of the observed class to at least `eps` (in [0, 0.5)); 0 gives `inf` for a certain
+        mistake.
+
+    Returns
+    -------
+    float
+        The weighted mean of the code lengths.
+    """
+    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    base, eps = _check_real(base, "base"), _check_real(eps, "eps")
+    if not (np.isfinite(base) and base > 0 and base != 1):
+        raise ValueError(f"`base` must be a positive number other than 1, got {base}")
+    if not 0.0 <= eps < 0.5:
+        raise ValueError(f"`eps` must lie in [0, 0.5), got {eps}")
+    with np.errstate(divide="ignore"):
+        nats = -np.log(np.maximum(P[np.arange(len(y)), y], eps))
+    return _weighted_mean(nats, w) / np.log(base)
+
+# %% ../nbs/08_metrics.ipynb #fcc5b1cc
+def bootstrap_interval(metric, y_true, P, *, level: float = 0.95, n_resamples: int = 1000, random_state=None,
+                       **kwargs) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of `metric(y_true, P, **kwargs)`, resampling rows.
+
+    Parameters
+    ----------
+    metric : callable
+        A metric taking `(y_true, P, **kwargs)`, such as `classwise_ece` or `multiclass_log_loss`.
+    y_true : array-like of shape (n,)
+        Labels.
+    P : array-like of shape (n, ...)
+        Probabilities (a matrix, or a vector for the binary metrics).
+    level : float, default 0.95
+        Confidence level, in (0, 1).
+    n_resamples : int, default 1000
+        Number of bootstrap resamples (at least 1).
+    random_state : None, int or numpy.random.Generator
+        Seed of the resampling.
+    **kwargs
+        Passed to `metric` (e.g. `n_bins`, `strategy`).
+
+    Returns
+    -------
+    (low, high) : tuple of float
+    """
+    if not callable(metric):
+        raise TypeError(f"`metric` must be a callable such as classwise_ece, got {metric!r}")
+    level = _check_level(level, "level")
+    if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"`n_resamples` must be a positive integer, got {n_resamples!r}")
+    y, P = np.asarray(y_true), np.asarray(P)
+    check_same_length(y_true=y, P=P)
+    metric(y, P, **kwargs)                                  # invalid input fails once, with the metric's own message
+    rng = np.random.default_rng(random_state)
+    stats = [metric(y[idx], P[idx], **kwargs) for idx in rng.integers(0, len(y), size=(n_resamples, len(y)))]
+    low, high = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+# %% ../nbs/08_metrics.ipynb #2487cb0f
+def _diagram_panel(ax, panel: dict, n_bins: int, strategy: str, level, title: str, xlabel: str, ylabel: str):
+    "Draw the reliability curve (and Wilson band) of each `name: (p, binary_target)` of `panel` on `ax`."
+    ax.plot([0, 1], [0, 1], linestyle="--", color="0.5", linewidth=1)
+    for name, (p, target) in panel.items():
+        mean_p, freq, _ = _curve(target, p, None, n_bins, strategy)
+        (line,) = ax.plot(mean_p, freq, marker="o", markersize=3, label=str(name))
+        if level is not None:
+            _, _, lo, hi = reliability_band(target, p, n_bins=n_bins, strategy=strategy, level=level)
+            ax.fill_between(mean_p, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set(xlim=(0, 1), ylim=(0, 1), aspect="equal", title=title, xlabel=xlabel, ylabel=ylabel)
+
+
+def multiclass_reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy: str = "uniform",
+                                   class_names=None, confidence: float | None = 0.95, ncols: int = 4):
+    """Reliability diagrams of each class (one-vs-rest) and of the top label, for several probability matrices.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class numbers 0 to K-1.
+    probs : Mapping[str, array-like of shape (n, K)]
+        Probability matrices to compare (e.g. before and after calibration), all with the same K.
+    n_bins, strategy, confidence
+        As in `reliability_diagram`.
+    class_names : sequence of K str, optional
+        Panel titles; default "class 0", "class 1", ...
+    ncols : int, default 4
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        K + 1 panels (`fig.axes`): the classes in order, then "top label"; the legend is on the first panel.
+    """
+    probs = _check_probs(probs, n_bins, strategy)
+    level = None if confidence is None else _check_level(confidence, "confidence")
+    checked = {name: _multiclass_inputs(y_true, P, None, p_name=f"probs[{name!r}]")[:2] for name, P in probs.items()}
+    widths = sorted({P.shape[1] for _, P in checked.values()})
+    if len(widths) != 1:
+        raise ValueError(f"every matrix in `probs` must have the same number of columns, got {widths}")
+    K = widths[0]
+    names = [f"class {k}" for k in range(K)] if class_names is None else [str(c) for c in class_names]
+    if len(names) != K:
+        raise ValueError(f"`class_names` must name the {K} classes, got {len(names)} names")
+    if isinstance(ncols, (bool, np.bool_)) or not isinstance(ncols, (int, np.integer)) or ncols < 1:
+        raise ValueError(f"`ncols` must be a positive integer, got {ncols!r}")
+    import matplotlib.pyplot as plt  # lazily, as in reliability_diagram
+
+    ncols = min(int(ncols), K + 1)
+    nrows = -(-(K + 1) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.5 * ncols, 3.5 * nrows), squeeze=False)
+    for k, ax in enumerate(axes.flat[:K]):
+        panel = {name: (P[:, k], (y == k).astype(float)) for name, (y, P) in checked.items()}
+        _diagram_panel(ax, panel, n_bins, strategy, level, names[k], f"mean P[:, {k}]", f"frequency of {names[k]}")
+    panel = {name: _top_label(y, P)[1:] for name, (y, P) in checked.items()}
+    _diagram_panel(axes.flat[K], panel, n_bins, strategy, level, "top label", "mean confidence", "accuracy")
+    for ax in axes.flat[K + 1:]:
+        fig.delaxes(ax)
+    axes.flat[0].legend(fontsize="small", loc="upper left")
+    fig.tight_layout()
+    return fig

@@ -386,7 +386,7 @@ def test_brier_and_log_loss_extreme_weights_against_exact(data, factor):
     assert brier_score(y, p, sample_weight=w) == pytest.approx(_exact_mean((p - y) ** 2, w), rel=1e-13, abs=1e-300)
     import mpmath
     mpmath.mp.prec = 200
-    nats = [-mpmath.log(mpmath.mpf(float(pi)) if yi == 1 else 1 - mpmath.mpf(float(pi))) for yi, pi in zip(y, p)]
+    nats = [-mpmath.log(mpmath.mpf(float(pi))) if yi == 1 else -mpmath.log1p(-mpmath.mpf(float(pi))) for yi, pi in zip(y, p)]
     if all(mpmath.isfinite(v) for v in nats):
         ref = _exact_mean([float(v / mpmath.log(2)) for v in nats], w)
         assert log_loss(y, p, sample_weight=w) == pytest.approx(ref, rel=1e-13, abs=1e-300)
@@ -398,6 +398,8 @@ def test_binned_metrics_exactly_invariant_to_power_of_two_weights(data, n_bins, 
     """Scaling every weight by 2^k changes no bit of the curve, the ECE or the band (scaling is exact when done as a
     power of two, and the metrics are defined by ratios of weights)."""
     y, p, w = data
+    scaled = np.ldexp(w, k)        # rounds when it lands among the subnormals, so compare with its exact unscaling
+    w = np.ldexp(scaled, -k)
     for f in (reliability_curve, reliability_band):
         for a, b in zip(f(y, p, n_bins=n_bins, strategy=strategy, sample_weight=w),
                         f(y, p, n_bins=n_bins, strategy=strategy, sample_weight=np.ldexp(w, k))):
@@ -466,3 +468,124 @@ def test_wilson_lower_bound_has_no_cancellation():
     half = z / (1 + z * z / n) * mpmath.sqrt(f * (1 - f) / n + z * z / (4 * n * n))
     assert lo[0] == pytest.approx(float(centre - half), rel=1e-12, abs=0)
     assert hi[0] == pytest.approx(float(centre + half), rel=1e-12, abs=0)
+
+
+# ---------------------------------------------------------------- multiclass metrics (issue 13, part 4)
+
+from isocal.metrics import (bootstrap_interval, classwise_ece, multiclass_brier_score, multiclass_log_loss,  # noqa: E402
+                            multiclass_reliability_diagram, top_label_ece)
+
+
+def _reference_binary_ece(target, p, n_bins, strategy, w=None):
+    """ECE straight from the definition: bins (e_{b-1}, e_b], the first one closed, loops over samples."""
+    w = np.ones(len(p)) if w is None else w
+    edges = (np.linspace(0, 1, n_bins + 1) if strategy == "uniform"
+             else np.percentile(p, np.linspace(0, 1, n_bins + 1) * 100))   # sklearn's edges, same rounding
+    total, ece = sum(w), 0.0
+    for b in range(n_bins):
+        members = [i for i in range(len(p)) if _bin_of(p[i], edges) == b]
+        if sum(w[i] for i in members) > 0:
+            ece += abs(sum(w[i] * (target[i] - p[i]) for i in members)) / total
+    return ece
+
+
+def _bin_of(v, edges):
+    "The first bin b with v <= e_{b+1} (the last bin if none: v above every inner edge)."
+    for b in range(len(edges) - 2):
+        if v <= edges[b + 1]:
+            return b
+    return len(edges) - 2
+
+
+@st.composite
+def labelled_matrices(draw, max_n=40):
+    """Labels 0..K-1 and an (n, K) probability matrix whose rows sum to 1 (normalised positive draws)."""
+    n, K = draw(st.integers(1, max_n)), draw(st.integers(2, 5))
+    raw = np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=n * K, max_size=n * K))).reshape(n, K) + 1e-3
+    y = np.array(draw(st.lists(st.integers(0, K - 1), min_size=n, max_size=n)))
+    return y, raw / raw.sum(axis=1, keepdims=True)
+
+
+@settings(max_examples=40)
+@given(labelled_matrices(), bin_counts, strategies)
+def test_classwise_and_top_label_ece_match_the_definition(data, n_bins, strategy):
+    y, P = data
+    K = P.shape[1]
+    ref_cw = np.mean([_reference_binary_ece((y == k).astype(float), P[:, k], n_bins, strategy) for k in range(K)])
+    assert classwise_ece(y, P, n_bins=n_bins, strategy=strategy) == pytest.approx(ref_cw, abs=1e-12)
+    pred = np.argmax(P, axis=1)
+    conf, right = P[np.arange(len(y)), pred], (pred == y).astype(float)
+    ref_tl = _reference_binary_ece(right, conf, n_bins, strategy)
+    assert top_label_ece(y, P, n_bins=n_bins, strategy=strategy) == pytest.approx(ref_tl, abs=1e-12)
+    ref_cond = sum(np.mean(pred == c) * _reference_binary_ece(right[pred == c], conf[pred == c], n_bins, strategy)
+                   for c in np.unique(pred))
+    assert top_label_ece(y, P, n_bins=n_bins, strategy=strategy, conditional=True) == pytest.approx(ref_cond, abs=1e-12)
+
+
+def test_multiclass_ece_hand_computed():
+    P = np.tile([0.8, 0.1, 0.1], (4, 1))
+    assert top_label_ece([0, 0, 1, 0], P) == pytest.approx(0.05, abs=1e-15)
+    assert classwise_ece([0, 0, 1, 0], P) == pytest.approx((0.05 + 0.15 + 0.1) / 3, abs=1e-15)
+    # two predicted classes: confidence 0.6 (right 1 of 2) and 0.9 (right 2 of 2), one uniform bin each
+    P2 = [[0.6, 0.4, 0.0], [0.6, 0.4, 0.0], [0.05, 0.05, 0.9], [0.05, 0.05, 0.9]]
+    assert top_label_ece([0, 1, 2, 2], P2) == pytest.approx((0.1 + 0.1) / 2, abs=1e-15)
+    assert top_label_ece([0, 1, 2, 2], P2, n_bins=1) == pytest.approx(abs(0.75 - 0.75), abs=1e-15)
+    assert top_label_ece([0, 1, 2, 2], P2, n_bins=1, conditional=True) == pytest.approx(0.1, abs=1e-15)
+
+
+@settings(max_examples=40)
+@given(labelled_matrices())
+def test_multiclass_brier_and_log_loss_match_scikit_learn(data):
+    from sklearn.metrics import log_loss as sk_ll
+    y, P = data
+    K = P.shape[1]
+    onehot = np.eye(K)[y]
+    assert multiclass_brier_score(y, P) == pytest.approx(np.mean(((onehot - P) ** 2).sum(axis=1)), abs=1e-14)
+    assert multiclass_log_loss(y, P, base=np.e) == pytest.approx(sk_ll(y, P, labels=range(K)), rel=1e-12)
+
+
+def test_binary_case_of_the_multiclass_scores():
+    y = np.array([0, 1, 1, 0, 1])
+    p = np.array([0.2, 0.7, 0.9, 0.4, 0.35])
+    P = np.c_[1 - p, p]
+    assert multiclass_log_loss(y, P) == pytest.approx(log_loss(y, p), rel=1e-14)
+    assert multiclass_brier_score(y, P) == pytest.approx(2 * brier_score(y, p), rel=1e-14)
+
+
+def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet([1, 1, 1], size=300)
+    y = np.array([rng.choice(3, p=row) for row in P])
+    est = classwise_ece(y, P)
+    lo, hi = bootstrap_interval(classwise_ece, y, P, n_resamples=200, random_state=1)
+    assert lo < hi and lo <= est * 1.5 and (lo, hi) == bootstrap_interval(classwise_ece, y, P, n_resamples=200,
+                                                                       random_state=1)
+    with pytest.raises(ValueError, match="`n_resamples` must be a positive integer"):
+        bootstrap_interval(classwise_ece, y, P, n_resamples=0)
+
+
+@pytest.mark.parametrize("fn", [classwise_ece, top_label_ece, multiclass_brier_score, multiclass_log_loss])
+def test_multiclass_metrics_name_the_bad_argument(fn):
+    good = np.array([[0.5, 0.5], [0.2, 0.8]])
+    with pytest.raises(ValueError, match="`P` must be a 2-D array"):
+        fn([0, 1], [0.5, 0.5])
+    with pytest.raises(ValueError, match="the rows of `P` must sum to 1"):
+        fn([0, 1], [[0.5, 0.6], [0.2, 0.8]])
+    with pytest.raises(ValueError, match="`P` must be finite"):
+        fn([0, 1], [[np.nan, 0.5], [0.2, 0.8]])
+    with pytest.raises(ValueError, match="`y_true` must hold class numbers 0 to 1"):
+        fn([0, 2], good)
+    with pytest.raises(ValueError, match="`y_true` must hold class numbers"):
+        fn([0, 0.5], good)
+    with pytest.raises(ValueError, match="length mismatch"):
+        fn([0, 1, 1], good)
+
+
+def test_multiclass_reliability_diagram_has_a_panel_per_class_and_the_top_label():
+    P = np.array([[0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]])
+    fig = multiclass_reliability_diagram([0, 1, 2, 2], {"a": P, "b": np.full((4, 3), 1 / 3)})
+    assert [ax.get_title() for ax in fig.axes] == ["class 0", "class 1", "class 2", "top label"]
+    assert len(fig.axes[3].lines) == 3          # diagonal + two models
+    plt.close(fig)
+    with pytest.raises(ValueError, match="same number of columns"):
+        multiclass_reliability_diagram([0, 1], {"a": [[0.5, 0.5]] * 2, "b": [[0.5, 0.25, 0.25]] * 2})
