@@ -440,8 +440,8 @@ def test_labeler_is_an_ordinary_class_in_isocal_labeler():
     from sklearn.base import BaseEstimator, ClassifierMixin, clone
     cls = importlib.import_module('isocal.labeler').ThresholdLabeler
     assert cls is ThresholdLabeler is thr.ThresholdLabeler and cls.__module__ == 'isocal.labeler'
-    assert inspect.getsource(cls).startswith('class ThresholdLabeler(ClassifierMixin, BaseEstimator):')
-    assert cls.__mro__[1:3] == (ClassifierMixin, BaseEstimator)
+    assert inspect.getsource(cls).startswith('class ThresholdLabeler(Portable, ClassifierMixin, BaseEstimator):')
+    assert cls.__mro__[2:4] == (ClassifierMixin, BaseEstimator)
     for method in ('fit', 'predict', 'decision_function', '__sklearn_tags__'):
         assert method in vars(cls), method
     params = dict(loss='squared', classes=[1, 2, 3], model=None, n_jobs=2)

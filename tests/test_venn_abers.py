@@ -12,6 +12,7 @@ from hypothesis import assume, given, settings, strategies as st
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
 from isocal.calibration import VennAbersCalibrator
+from isocal.portable import Portable
 from isocal.venn_abers import CrossVennAbers, VennAbers, _cvap_interval, fold_ids, merge_intervals
 
 
@@ -736,8 +737,8 @@ def test_calibrator_is_an_ordinary_class_of_isocal_calibration():
     import isocal.venn_abers
     from sklearn.base import BaseEstimator, ClassifierMixin
     cls = isocal.calibration.VennAbersCalibrator
-    assert cls.__module__ == "isocal.calibration" and cls.__bases__ == (ClassifierMixin, BaseEstimator)
-    assert "class VennAbersCalibrator(ClassifierMixin, BaseEstimator):" in inspect.getsource(isocal.calibration)
+    assert cls.__module__ == "isocal.calibration" and cls.__bases__ == (Portable, ClassifierMixin, BaseEstimator)
+    assert "class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):" in inspect.getsource(isocal.calibration)
     assert {"fit", "predict_proba", "predict_interval", "predict", "__sklearn_tags__"} <= set(vars(cls))
     assert isocal.venn_abers.VennAbersCalibrator is cls       # the lazy re-export
     assert not hasattr(isocal.venn_abers, "_calibrator_class")
