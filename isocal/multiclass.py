@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import as_float_array, as_real_array, check_choice
+from .portable import Fields, Portable, encode_labels
 from .metrics import ROW_SUM_TOL, _check_class_labels, _check_proba_matrix
 
 # %% auto #0
@@ -43,15 +44,22 @@ def _renormalise(Q: np.ndarray) -> np.ndarray:
     return np.divide(Q, total, out=np.full_like(Q, 1.0 / Q.shape[1]), where=total != 0)
 
 # %% ../nbs/13_multiclass.ipynb #98734bc8
-def _fit_binary(method: str, scores: np.ndarray, target: np.ndarray, n_splits: int, rng):
-    "A fitted binary calibrator of `target` (0/1) on `scores`."
+def _new_binary(method: str):
+    "An unfitted binary calibrator of `method` (imported on first use, so `import isocal.multiclass` stays light)."
     if method == "isotonic":
         from isocal.isotonic import IsotonicCalibrator
-        return IsotonicCalibrator(out_of_bounds="clip").fit(scores, target)
-    from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
-    if method == "ivap":
-        return VennAbers().fit(scores, target)
-    return CrossVennAbers().fit(scores, target, fold_ids(len(scores), n_splits, random_state=rng))
+        return IsotonicCalibrator(out_of_bounds="clip")
+    from isocal.venn_abers import CrossVennAbers, VennAbers
+    return VennAbers() if method == "ivap" else CrossVennAbers()
+
+
+def _fit_binary(method: str, scores: np.ndarray, target: np.ndarray, n_splits: int, rng):
+    "A fitted binary calibrator of `target` (0/1) on `scores`."
+    cal = _new_binary(method)
+    if method != "cvap":
+        return cal.fit(scores, target)
+    from isocal.venn_abers import fold_ids
+    return cal.fit(scores, target, fold_ids(len(scores), n_splits, random_state=rng))
 
 
 def _predict_binary(cal, scores: np.ndarray, merge: str) -> np.ndarray:
@@ -184,8 +192,35 @@ def _column_labels(est, y, K: int) -> np.ndarray:
 _FIT = {"ovr": _fit_ovr, "pairwise": _fit_pairwise, "top-label": _fit_top_label}
 _PREDICT = {"ovr": _predict_ovr, "pairwise": _predict_pairwise, "top-label": _predict_top_label}
 
+# %% ../nbs/13_multiclass.ipynb #56293a02
+def _binary_state(cal):
+    "The `state` object of a binary calibrator (None stays None)."
+    return None if cal is None else cal._state()
+
+
+def _read_binary(fields: Fields, key: str, method: str, index: int | None = None, *, allow_none: bool = False):
+    "The binary calibrator of `method` whose state is at `key` (item `index` of that list), errors naming its path."
+    obj = fields.raw(key) if index is None else fields.list(key)[index]
+    if obj is None and allow_none:
+        return None
+    cal = _new_binary(method)
+    where = fields.path(key) if index is None else f"{fields.path(key)}[{index}]"
+    return cal._from_state(Fields(obj, type(cal)._state_keys, where, fields.source))
+
+
+def _encode_seed(random_state):
+    "An integer seed as is; None, a Generator or a SeedSequence as None (they only seed `fit`, done before saving)."
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, (bool, np.bool_)):
+        return int(random_state)
+    return None
+
+
+def _n_binary(strategy: str, K: int) -> int:
+    "How many binary calibrators a strategy fits for K classes."
+    return K * (K - 1) // 2 if strategy == "pairwise" else K
+
 # %% ../nbs/13_multiclass.ipynb #c4e5e597
-class MulticlassCalibrator:
+class MulticlassCalibrator(Portable):
     """Calibrate (n, K) class-probability (or logit) matrices from labelled examples.
 
     Parameters
@@ -242,11 +277,60 @@ class MulticlassCalibrator:
         _FIT[self.strategy](self, P, y, np.random.default_rng(self.random_state))
         return self
 
-    def _checked(self, P) -> np.ndarray:
-        "Validated probabilities of `P`, with as many columns as in `fit`."
+    def _check_fitted(self):
         if not hasattr(self, "n_classes_"):
             from sklearn.exceptions import NotFittedError
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
+
+    _param_keys = _PARAMS
+    _state_keys = ("classes_", "n_classes_", "calibrators", "pooled")
+
+    def _params(self) -> dict:
+        "The options as plain JSON (see `isocal.portable` and the section above)."
+        classes = None if self.classes is None else encode_labels(self.classes, "classes")
+        return {"method": self.method, "strategy": self.strategy, "input": self.input, "merge": self.merge,
+                "n_splits": int(self.n_splits), "min_samples": int(self.min_samples), "classes": classes,
+                "random_state": _encode_seed(self.random_state)}
+
+    def _state(self) -> dict:
+        "The fitted labels and the binary calibrators' states."
+        self._check_fitted()
+        return {"classes_": encode_labels(self.classes_, "classes_"), "n_classes_": int(self.n_classes_),
+                "calibrators": [_binary_state(cal) for cal in self.calibrators_],
+                "pooled": _binary_state(getattr(self, "pooled_", None))}
+
+    @classmethod
+    def _from_params(cls, params: Fields):
+        obj = cls(params.choice("method", METHODS), params.choice("strategy", MC_STRATEGIES),
+                  input=params.choice("input", INPUTS), merge=params.choice("merge", ("log", "brier")),
+                  n_splits=params.int("n_splits", minimum=2), min_samples=params.int("min_samples", minimum=1),
+                  classes=params.labels("classes", allow_none=True),
+                  random_state=params.int("random_state", minimum=0, allow_none=True))
+        with params.checking():
+            _check_options(obj)
+        return obj
+
+    def _from_state(self, state: Fields):
+        K, classes = state.int("n_classes_", minimum=2), state.labels("classes_")
+        if classes.shape != (K,) or len(np.unique(classes)) != K:
+            state.fail(f"must hold n_classes_={K} distinct labels, got {classes.tolist()!r}", state.path("classes_"))
+        n, top = _n_binary(self.strategy, K), self.strategy == "top-label"
+        if len(state.list("calibrators")) != n:
+            state.fail(f"must hold {n} calibrators for strategy={self.strategy!r} and {K} classes, "
+                       f"got {len(state.list('calibrators'))}", state.path("calibrators"))
+        if not top and state.raw("pooled") is not None:
+            state.fail(f"must be null for strategy={self.strategy!r}", state.path("pooled"))
+        self.calibrators_ = [_read_binary(state, "calibrators", self.method, i, allow_none=top) for i in range(n)]
+        if top:
+            self.pooled_ = _read_binary(state, "pooled", self.method)
+        if self.strategy == "pairwise":
+            self.pairs_ = [(i, j) for i in range(K) for j in range(i + 1, K)]
+        self.classes_, self.n_classes_ = classes, K
+        return self
+
+    def _checked(self, P) -> np.ndarray:
+        "Validated probabilities of `P`, with as many columns as in `fit`."
+        self._check_fitted()
         P = _as_probabilities(P, self.input)
         if P.shape[1] != self.n_classes_:
             raise ValueError(f"`P` has {P.shape[1]} columns, but the calibrator was fitted with {self.n_classes_} classes")

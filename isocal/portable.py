@@ -254,7 +254,7 @@ def load(path):
 
 _MODULES = {'IsotonicCalibrator': 'isocal.isotonic', 'VennAbers': 'isocal.venn_abers',
             'CrossVennAbers': 'isocal.venn_abers', 'ThresholdLabeler': 'isocal.labeler',
-            'VennAbersCalibrator': 'isocal.calibration'}
+            'VennAbersCalibrator': 'isocal.calibration', 'MulticlassCalibrator': 'isocal.multiclass'}
 
 def _import_known(name):
     "Import isocal's own module of class `name` (a fixed table: nothing from the file is imported or run)."

@@ -203,3 +203,100 @@ def test_import_is_light():
     code = "import sys, isocal.multiclass; print('sklearn' in sys.modules, 'isocal.venn_abers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+# ---- portable (JSON) save / load ----------------------------------------------------------------------------------
+
+import json  # noqa: E402
+import math  # noqa: E402
+
+import isocal.portable as portable  # noqa: E402
+
+
+def _bits(a):
+    return np.asarray(a, dtype=np.float64).view(np.uint64)
+
+
+def _plain_json(v):
+    if isinstance(v, dict): return all(isinstance(k, str) and _plain_json(x) for k, x in v.items())
+    if isinstance(v, list): return all(_plain_json(x) for x in v)
+    if isinstance(v, float): return math.isfinite(v)
+    return v is None or isinstance(v, (str, bool, int))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=10, deadline=None)
+@given(grid_matrices(max_n=30), st.sampled_from(["log", "brier"]), st.booleans())
+def test_portable_round_trip_bit_exact(tmp_path_factory, method, strategy, data, merge, named):
+    "Saved and loaded (typed and generic), the calibrator predicts the same float bits; the file is plain JSON."
+    P, y, rng = data
+    K = P.shape[1]
+    classes = np.array([f"c{k}" for k in range(K)]) if named else None
+    cal = MulticlassCalibrator(method, strategy, merge=merge, n_splits=2, min_samples=3, classes=classes,
+                               random_state=int(rng.integers(100))).fit(P, y if classes is None else classes[y.astype(int)])
+    path = tmp_path_factory.mktemp("mc") / "model.json"
+    cal.save(path)
+    d = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the file"))
+    assert _plain_json(d) and d == cal.to_dict() and d["class"] == "MulticlassCalibrator"
+    T = np.vstack([P, rng.dirichlet(np.ones(K), size=8)])
+    for back in (MulticlassCalibrator.load(path), portable.load(path),
+                 MulticlassCalibrator.from_dict(json.loads(json.dumps(cal.to_dict())))):
+        assert type(back) is MulticlassCalibrator
+        assert back.get_params().keys() == cal.get_params().keys()
+        np.testing.assert_array_equal(_bits(back.predict_proba(T)), _bits(cal.predict_proba(T)))
+        np.testing.assert_array_equal(back.predict(T), cal.predict(T))
+        assert back.classes_.dtype == cal.classes_.dtype
+
+
+@pytest.fixture
+def saved_mc(tmp_path):
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(3), size=40)
+    y = np.r_[0, 1, 2, rng.integers(0, 3, 37)]
+    cal = MulticlassCalibrator("ivap", "ovr").fit(P, y)
+    path = tmp_path / "mc.json"
+    cal.save(path)
+    return path, cal.to_dict()
+
+
+def _write(path, d):
+    path.write_text(json.dumps(d))
+    return path
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["params"].update(method="svm"), r"`params\.method` must be one of"),
+    (lambda d: d["params"].update(n_splits=1), r"`params\.n_splits` must be at least 2"),
+    (lambda d: d["params"].pop("strategy"), r"`params` is missing the key\(s\) 'strategy'"),
+    (lambda d: d["state"].update(n_classes_=2), r"`state\.classes_` must hold n_classes_=2 distinct"),
+    (lambda d: d["state"]["calibrators"].pop(), r"`state\.calibrators` must hold 3"),
+    (lambda d: d["state"]["calibrators"][1].update(scores="x"), r"`state\.calibrators\[1\]\.scores` must be a list"),
+    (lambda d: d["state"]["calibrators"][2].pop("n_ones"), r"`state\.calibrators\[2\]` is missing the key"),
+    (lambda d: d["state"].update(classes_={"dtype": "int64", "values": [0, 1]}), r"`state\.classes_`"),
+])
+def test_portable_bad_content_names_file_and_key(saved_mc, edit, match):
+    path, d = saved_mc
+    edit(d)
+    for read in (MulticlassCalibrator.load, portable.load):
+        with pytest.raises(ValueError, match=r"mc\.json: " + match): read(_write(path, d))
+
+
+def test_portable_newer_other_class_and_corrupt_files(saved_mc):
+    path, d = saved_mc
+    with pytest.raises(ValueError, match=r"mc\.json: written by isocal .*schema 99.*upgrade isocal"):
+        MulticlassCalibrator.load(_write(path, dict(d, schema_version=99)))
+    from isocal.venn_abers import VennAbers
+    VennAbers().fit([0.1, 0.2], [0, 1]).save(path)
+    with pytest.raises(ValueError, match=r"mc\.json: `class` is \"VennAbers\", but MulticlassCalibrator\.load"):
+        MulticlassCalibrator.load(path)
+    path.write_text(json.dumps(d)[:-7])
+    with pytest.raises(ValueError, match=r"mc\.json: corrupt or truncated JSON"): MulticlassCalibrator.load(path)
+
+
+def test_portable_unfitted_and_generator_seed():
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError): MulticlassCalibrator().to_dict()
+    P = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4], [0.1, 0.9]])
+    cal = MulticlassCalibrator(random_state=np.random.default_rng(0)).fit(P, [0, 1, 0, 1])
+    assert cal.to_dict()["params"]["random_state"] is None   # a Generator only seeds `fit`; it is not stored

@@ -388,3 +388,17 @@ def test_generic_load_ignores_user_classes_of_the_same_name(saved):
     import isocal.venn_abers
     assert type(portable.load(path)) is isocal.venn_abers.VennAbers
     with pytest.raises(ValueError, match=r"`state` has unknown key"): VennAbers.load(path)
+
+
+def test_generic_load_finds_multiclass(tmp_path):
+    "`isocal.portable.load` imports isocal.multiclass from its fixed table to read a MulticlassCalibrator file."
+    import subprocess, sys
+    from isocal.multiclass import MulticlassCalibrator
+    P = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.3, 0.2]])
+    MulticlassCalibrator().fit(P, [0, 1, 2, 1]).save(tmp_path / 'mc.json')
+    code = ("import sys, isocal.portable as p; m = p.load(sys.argv[1]); "
+            "assert type(m).__name__ == 'MulticlassCalibrator', m; print(m.predict_proba([[0.7, 0.2, 0.1]]).tolist())")
+    out = subprocess.run([sys.executable, '-c', code, str(tmp_path / 'mc.json')], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    cal = MulticlassCalibrator.load(tmp_path / 'mc.json')
+    assert json.loads(out.stdout) == cal.predict_proba([[0.7, 0.2, 0.1]]).tolist()
