@@ -240,33 +240,52 @@ def _centred_knots(ux, uw, block, lo, hi, levels):
 # %% ../nbs/01a_isotonic.ipynb #c1e4a006
 _STRICT_TOL = 1e-9          # loss budget of the strict map: 1e-9 x total weight x s**2
 
-def _strict_values(levels, block, uw, us, lower, upper, budget):
+def _strict_values(levels, block, uw, resid, lower, upper, budget, e):
     """`levels[block] + eps * d` at the sorted distinct scores (increasing orientation): d is a score's rank offset
-    from its block's anchor; eps is half the step at which the loss rise could reach `budget`, lowered if needed to
-    keep each block's values strictly between its neighbours' levels and within [lower, upper]. `uw`, `us`: weight
-    and sum of w*y at each score."""
+    from its group's anchor; eps is half the step at which the loss rise could reach `budget`, lowered if needed to
+    keep groups apart and within [lower, upper]. A group is a run of blocks; a gap (between groups, or from an end
+    group to its bound) that would force eps below 2**(e - 49) is closed by merging the two groups, or by anchoring
+    the end group on its bound. `uw`, `resid`:
+    weight and sum of w*(y - level) at each score; `resid` and `budget` in units of 2**e, the rest unscaled."""
     nb = levels.shape[0]
-    first = np.searchsorted(block, np.arange(nb)).astype(float)
-    last = np.searchsorted(block, np.arange(nb), side='right') - 1.0
-    below, above = levels[0] - lower, upper - levels[-1]
+    cut = np.ones(nb - 1, bool)                              # cut[b]: blocks b and b + 1 are in different groups
+    on_low, on_high = levels[0] == lower, levels[-1] == upper
+    unresolved = np.ldexp(1.0, e - 49)                       # a slope float64 could not resolve (2**-49 of 2**e)
+    while True:
+        d, eps, low_cap, caps, high_cap = _strict_slope(levels, block, uw, resid, lower, upper, budget, e, cut,
+                                                        on_low, on_high)
+        narrow = caps < unresolved
+        if not (narrow.any() or low_cap < unresolved or high_cap < unresolved):
+            return levels[block] + min(eps, low_cap, high_cap, caps.min(initial=np.inf)) * d
+        cut[np.flatnonzero(cut)[narrow]] = False
+        on_low, on_high = on_low or low_cap < unresolved, on_high or high_cap < unresolved
+
+def _strict_slope(levels, block, uw, resid, lower, upper, budget, e, cut, on_low, on_high):
+    """For the groups given by `cut`: the rank offsets d, the budget's eps, and the largest eps each gap allows
+    (against the lower bound, between consecutive groups, against the upper bound)."""
+    group = np.concatenate([[0], np.cumsum(cut)])[block]
+    ng = group[-1] + 1
+    first = np.searchsorted(group, np.arange(ng)).astype(float)
+    last = np.searchsorted(group, np.arange(ng), side='right') - 1.0
     anchor = (first + last) / 2
-    on_both = nb == 1 and below == 0 and above == 0          # cannot be strict inside the bounds: stay centred
-    if below == 0 and not on_both: anchor[0] = first[0]
-    if above == 0 and not on_both: anchor[-1] = last[-1]
-    d = np.arange(block.shape[0]) - anchor[block]
-    resid = us - levels[block] * uw                          # sum of w * (y - level) at each distinct score
+    on_both = ng == 1 and on_low and on_high                 # cannot be strict inside the bounds: stay centred
+    if on_low and not on_both: anchor[0] = first[0]
+    if on_high and not on_both: anchor[-1] = last[-1]
+    d = np.arange(block.shape[0]) - anchor[group]
     s, q = d @ resid, (d * d) @ uw
-    eps = budget / (abs(s) + np.sqrt(s * s + budget * q)) / 2 if q > 0 else 0.0
+    eps = np.ldexp(budget / (abs(s) + np.sqrt(s * s + budget * q)) / 2, e) if q > 0 else 0.0
     spans = np.concatenate([[anchor[0] - first[0]], last[:-1] - anchor[:-1] + anchor[1:] - first[1:],
                             [last[-1] - anchor[-1]]])
-    gaps = np.concatenate([[np.inf if on_both else below], np.diff(levels), [np.inf if on_both else above]])
-    limited = spans > 0
-    if limited.any(): eps = min(eps, float((gaps[limited] / spans[limited]).min()) / 2)
-    return levels[block] + eps * d
+    gaps = np.concatenate([[np.inf if on_both else levels[0] - lower], np.diff(levels)[cut],
+                           [np.inf if on_both else upper - levels[-1]]])
+    with np.errstate(divide='ignore', invalid='ignore'):
+        caps = np.where(spans > 0, gaps / (2 * spans), np.inf)
+    return d, eps, caps[0], caps[1:-1], caps[-1]
 
 def _strict_knot_levels(y, w, tie, uw, block, levels, increasing, y_min, y_max):
-    """The strict map's values at the sorted distinct training scores (`tie`: each row's score index), computed
-    with the targets scaled by a power of two to |y| <= 1; raises if float64 cannot keep them strictly monotone."""
+    """The strict map's values at the sorted distinct training scores (`tie`: each row's score index), the loss
+    budget's eps computed with the targets scaled by a power of two to |y| <= 1 (no overflow), the values unscaled
+    (no underflow of subnormal levels); raises if float64 cannot keep them strictly monotone."""
     sign = 1.0 if increasing else -1.0
     top = float(np.abs(y).max())
     mant, e = np.frexp(top)
@@ -279,10 +298,9 @@ def _strict_knot_levels(y, w, tie, uw, block, levels, increasing, y_min, y_max):
         if y_min is not None and levels[0] <= y_min: upper = np.inf if y_max is None else y_max
         elif y_max is not None and levels[0] >= y_max: lower = -np.inf if y_min is None else y_min
     if not increasing: lower, upper = -upper, -lower
-    us = np.bincount(tie, weights=w * np.ldexp(sign * y, -e))
-    f = _strict_values(np.ldexp(sign * levels, -e), block, uw, us, np.ldexp(lower, -e), np.ldexp(upper, -e),
-                       _STRICT_TOL * uw.sum())
+    resid = np.bincount(tie, weights=w * np.ldexp(sign * y, -e)) - np.ldexp(sign * levels, -e)[block] * uw
+    f = _strict_values(sign * levels, block, uw, resid, lower, upper, _STRICT_TOL * uw.sum(), e)
     if not np.all(f[1:] > f[:-1]):
         raise ValueError(f"`interpolation`='strict' cannot separate the {uw.shape[0]} distinct training scores in "
                          "float64 within its loss budget; use `interpolation`='centered'")
-    return np.ldexp(sign * f, e)
+    return sign * f
