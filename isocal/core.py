@@ -200,3 +200,11 @@ def _pooled_mean(ma, wa, mb, wb, ra, rb):
     if abs(s) <= _SAFE_MAX and (abs(sa) >= _SAFE_MIN or ma == 0.0) and (abs(sb) >= _SAFE_MIN or mb == 0.0):
         return s / (wa + wb)
     return ma * ra + mb * rb
+
+# %% ../nbs/00_core.ipynb #33df2422
+@njit(cache=True, inline='always')
+def _two_sum(a, b):
+    "(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth's TwoSum): the rounding error of one addition."
+    s = a + b
+    v = s - a
+    return s, (a - (s - v)) + (b - v)

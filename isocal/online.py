@@ -11,7 +11,7 @@ import sys
 import numpy as np
 from numba import njit
 
-from .core import _means_violate, _pooled_mean, _scan_weights, _shares, as_float_array, check_increasing, not_finite_error
+from .core import _means_violate, _pooled_mean, _scan_weights, _shares, _two_sum, as_float_array, check_increasing, not_finite_error
 from .pava import Staircase
 from .convex import get_loss, _convex_fit_sorted
 
@@ -73,13 +73,6 @@ def _pool_spread(wa, piva, deva, qa, wb, pivb, devb, qb, ra, rb, own):
     if not own: return piv, dev, qa + qb + join * join
     half, err = _two_sum(0.5 * piv, dev)                                    # mean/2 = half + err exactly
     return 2.0 * half, err, qa + qb + join * join
-
-@njit(cache=True, inline='always')
-def _two_sum(a, b):
-    "(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth)."
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
 
 @njit(cache=True, inline='always')
 def _seed(y, pivot):

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .core import as_float_array, as_real_array, check_choice, check_same_length, check_weights
+from .core import _two_sum, as_float_array, as_real_array, check_choice, check_same_length, check_weights
 from .pava import _radix_sort, _is_sorted
 
 # %% auto #0
@@ -186,13 +186,6 @@ def prepare(a, y, n_classes: int, loss='absolute', sample_weight=None) -> Thresh
     return ThresholdProblem(values, starts, labels, wsorted, L, bool(np.all(L[:-2] - 2 * L[1:-1] + L[2:] >= 0)))
 
 # %% ../nbs/06_thresholds.ipynb #1484c257
-@njit(cache=True, inline='always')
-def _two_sum(a, b):
-    "(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth's TwoSum): the rounding error of one addition."
-    s = a + b
-    v = s - a
-    return s, (a - (s - v)) + (b - v)
-
 TIE_ULPS = 16
 "Risks within `TIE_ULPS` units of rounding (2⁻⁵³) of their total mass are tied; the leftmost candidate wins."
 
