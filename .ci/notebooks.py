@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""Keep the notebooks' saved outputs honest: regenerate them, and check they are not stale.
+
+The notebooks in nbs/ are committed *executed*: a reader on GitHub, in JupyterLab before running anything, or on a
+site built from saved outputs sees the evidence the prose cites. Two commands:
+
+    python .ci/notebooks.py run [NB ...]     # execute (slow cells included) and save outputs, in place
+    python .ci/notebooks.py check [NB ...]   # exit 1 if any saved output is stale or unpresentable
+
+`run` executes each notebook top to bottom in a fresh `python3` kernel (cwd nbs/), skipping only `#| eval: false`
+cells, gives it the python3 kernelspec, and stamps every code cell with `source_digest`, a digest of the source
+the outputs came from (settings.ini lets `nbdev_clean` keep this key). The notebook is written to a temporary
+file and renamed into place only when every cell ran, so a failed run never leaves a half-executed notebook.
+With no arguments it runs every notebook in nbs/, `--jobs 2` two at a time.
+
+`check` fails when a code cell's source no longer matches its digest (edited after its outputs were saved), when a
+notebook was never executed or lacks the kernelspec, and when an output shows what a reader must not see: a machine
+path, a NumPy scalar repr such as `np.float64(0.5)`, or an error. That an executed notebook would raise is
+`nbdev_test`'s job in CI; `run` also fails on it.
+"""
+import argparse, hashlib, json, os, re, sys, tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS = ROOT / 'nbs'
+KERNELSPEC = {'display_name': 'python3', 'language': 'python', 'name': 'python3'}
+DIGEST_KEY = 'source_digest'
+FORBIDDEN = [(re.compile(r'np\.(float|int|bool)\w*\('), 'a NumPy scalar repr'),
+             (re.compile(r'(/work/|/tmp/|/home/|/root/|\.venv/)'), 'a machine path'),
+             (re.compile(r'<dask\.|dask\.array<'), 'a raw Dask repr')]
+
+
+def digest(source) -> str:
+    "The digest stamped on a code cell: its source, whitespace at the ends ignored."
+    text = ''.join(source) if isinstance(source, list) else source
+    return hashlib.sha256(text.strip().encode()).hexdigest()[:16]
+
+
+def notebooks(names=()):
+    if names: return [Path(n).resolve() for n in names]
+    return sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith('_'))
+
+
+def not_evaluated(source: str) -> bool:
+    "Cells nbdev_test never runs: `#| eval: false`."
+    return re.search(r'^#\|\s*eval:\s*false\s*$', source, re.M) is not None
+
+
+def execute(path: Path, timeout=3600):
+    "Run one notebook in place; return its path and the wall time."
+    import time
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != 'code': continue
+        tags = cell.metadata.setdefault('tags', [])
+        if not_evaluated(cell.source) and 'skip-execution' not in tags: tags.append('skip-execution')
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name='python3', resources={'metadata': {'path': str(NBS)}},
+                   skip_cells_with_tag='skip-execution').execute()
+    for cell in nb.cells:
+        if cell.cell_type != 'code': continue
+        tags = [t for t in cell.metadata.pop('tags', []) if t != 'skip-execution']
+        if tags: cell.metadata['tags'] = tags
+        cell.metadata.pop('execution', None)
+        cell.metadata[DIGEST_KEY] = digest(cell.source)
+    nb.metadata['kernelspec'] = dict(KERNELSPEC)
+    write_atomically(path, nb)
+    return path.name, time.perf_counter() - start
+
+
+def write_atomically(path: Path, nb):
+    "Write `nb` beside `path` in nbdev_clean's form (Jupyter's line lists, sorted keys), then rename it into place."
+    import nbformat
+    from execnb.nbio import nb2str
+    from nbdev.clean import clean_nb
+    from nbdev.config import get_config
+    cfg = get_config(path=ROOT)
+    plain = json.loads(nbformat.writes(nb))
+    clean_nb(plain, False, cfg.get('allowed_metadata_keys').split(), cfg.get('allowed_cell_metadata_keys').split(),
+             cfg.clean_ids)
+    fd, tmp = tempfile.mkstemp(suffix='.ipynb', dir=path.parent)
+    with os.fdopen(fd, 'w', encoding='utf-8') as f: f.write(nb2str(plain))
+    os.replace(tmp, path)
+
+
+def output_text(out) -> str:
+    if 'text' in out: return ''.join(out['text'])
+    data = out.get('data', {})
+    return ''.join(''.join(v) if isinstance(v, list) else v for k, v in data.items() if k.startswith('text/'))
+
+
+def problems(path: Path):
+    "What a reader would find wrong with this notebook's saved outputs (empty when it is fresh)."
+    nb = json.loads(path.read_text(encoding='utf-8'))
+    found = []
+    if nb.get('metadata', {}).get('kernelspec', {}).get('name') != 'python3':
+        found.append('no python3 kernelspec')
+    for i, cell in enumerate(nb['cells']):
+        if cell['cell_type'] != 'code' or not ''.join(cell['source']).strip(): continue
+        where = f'cell {i} ({cell.get("id", "?")})'
+        stamp = cell.get('metadata', {}).get(DIGEST_KEY)
+        if stamp is None: found.append(f'{where}: never executed (no {DIGEST_KEY})')
+        elif stamp != digest(cell['source']): found.append(f'{where}: source edited after its outputs were saved')
+        for out in cell.get('outputs', []):
+            if out.get('output_type') == 'error': found.append(f'{where}: saved output is an error ({out.get("ename")})')
+            text = output_text(out)
+            for pattern, what in FORBIDDEN:
+                m = pattern.search(text)
+                if m: found.append(f'{where}: output shows {what}: {text[max(0, m.start() - 30):m.end() + 30]!r}')
+    return found
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('command', choices=['run', 'check'])
+    ap.add_argument('notebooks', nargs='*', help='notebooks (default: every nbs/*.ipynb)')
+    ap.add_argument('--jobs', type=int, default=1, help='notebooks executed at once by `run`')
+    args = ap.parse_args(argv)
+    paths = notebooks(args.notebooks)
+    if args.command == 'run':
+        if args.jobs == 1: runs = map(execute, paths)
+        else: runs = ProcessPoolExecutor(args.jobs).map(execute, paths)
+        for name, secs in runs: print(f'{name}: executed in {secs:.0f} s', flush=True)
+        return 0
+    bad = {p.name: problems(p) for p in paths}
+    bad = {k: v for k, v in bad.items() if v}
+    for name, found in bad.items():
+        print(f'{name}:'); print('\n'.join(f'  {f}' for f in found))
+    if bad: print(f'\nStale or unpresentable saved outputs: regenerate with `python .ci/notebooks.py run <notebook>`.')
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
