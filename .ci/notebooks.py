@@ -28,7 +28,7 @@ KERNELSPEC = {'display_name': 'python3', 'language': 'python', 'name': 'python3'
 DIGEST_KEY = 'source_digest'
 FORBIDDEN = [(re.compile(r'np\.(float|int|bool)\w*\('), 'a NumPy scalar repr'),
              (re.compile(r'(/work/|/tmp/|/home/|/root/|\.venv/)'), 'a machine path'),
-             (re.compile(r'<dask\.|dask\.array<'), 'a raw Dask repr')]
+             (re.compile(r'<dask\.|dask\.array<|Dask (Series|DataFrame|Name)'), 'a raw Dask repr')]
 
 
 def digest(source) -> str:
@@ -66,9 +66,21 @@ def execute(path: Path, timeout=3600):
         if tags: cell.metadata['tags'] = tags
         cell.metadata.pop('execution', None)
         cell.metadata[DIGEST_KEY] = digest(cell.source)
+        cell.outputs = joined_streams(cell.outputs)
     nb.metadata['kernelspec'] = dict(KERNELSPEC)
     write_atomically(path, nb)
     return path.name, time.perf_counter() - start
+
+
+def joined_streams(outputs):
+    "Consecutive prints to the same stream as one output (a loop's lines in one box, not one box per flush)."
+    joined = []
+    for out in outputs:
+        if (joined and out.get('output_type') == 'stream' and joined[-1].get('output_type') == 'stream'
+                and joined[-1].get('name') == out.get('name')):
+            joined[-1]['text'] = joined[-1]['text'] + out['text']
+        else: joined.append(out)
+    return joined
 
 
 def write_atomically(path: Path, nb):

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from .core import as_float_array, check_increasing, check_weights
+from .core import _two_sum, as_float_array, check_increasing, check_weights
 from .pava import IsotonicResult, _expand_levels, _pava_kernel, isotonic_regression
 
 # %% auto #0
@@ -388,25 +388,34 @@ def _two_prod(a, b):
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 @njit(cache=True)
-def _split_deriv(code, params, y, w, i, z):
-    """w l'(z; y_i) as three doubles (big, big_err, rest) whose exact sum it is. For a saturating loss beyond its
-    knee, big + big_err is w times the limit (exactly ±w δ for pseudo-Huber, ±w for log-cosh) and rest the small
-    remainder computed without cancellation: pseudo-Huber δ(1 − 1/√(1+s²)) = δ s²/(√(1+s²)(1 + √(1+s²))), s = δ/r;
-    log-cosh 1 − tanh|r| = 2t/(1 + t), t = e^(-2|r|). Limits that cancel exactly then leave the remainders."""
-    wi = 1.0 if w is None else w[i]
-    r = z - y[i]
+def _split_term(code, params, wi, z, yi):
+    """w l'(z; y) as (big, big_err, rest, inexact): big + big_err + rest is the computed term exactly, and `inexact`
+    the part that carries evaluation error. For a saturating loss beyond its knee, big + big_err is w times the
+    limit (exactly ±w δ for pseudo-Huber, ±w for log-cosh), exact, and rest the small remainder computed without
+    cancellation: pseudo-Huber δ(1 − 1/√(1+s²)) = δ s²/(√(1+s²)(1 + √(1+s²))), s = δ/r; log-cosh
+    1 − tanh|r| = 2t/(1 + t), t = e^(-2|r|). Limits that cancel exactly then leave the remainders, and a remainder
+    that underflows to 0 leaves nothing uncertain (`inexact` = |rest|, not |big|)."""
+    r = z - yi
     if code == _PSEUDO_HUBER and abs(r) > params[0]:
         d = params[0]
         sg = 1.0 if r > 0.0 else -1.0
         s = d / r
         q = np.sqrt(1.0 + s * s)
         big, err = _two_prod(sg * wi, d)
-        return big, err, -sg * wi * (d * (s * s / (q * (1.0 + q))))
+        rest = -sg * wi * (d * (s * s / (q * (1.0 + q))))
+        return big, err, rest, abs(rest)
     if code == _LOGCOSH and abs(r) > 1.0:
         sg = 1.0 if r > 0.0 else -1.0
         t = np.exp(-2.0 * abs(r))
-        return sg * wi, 0.0, -sg * wi * (2.0 * t / (1.0 + t))
-    return _sample_deriv(code, params, y, w, i, z)[0], 0.0, 0.0
+        rest = -sg * wi * (2.0 * t / (1.0 + t))
+        return sg * wi, 0.0, rest, abs(rest)
+    t = wi * _deriv12(code, params, z, yi)[0]
+    return t, 0.0, 0.0, abs(t)
+
+@njit(cache=True, inline='always')
+def _split_deriv(code, params, y, w, i, z):
+    "`_split_term` of sample i."
+    return _split_term(code, params, 1.0 if w is None else w[i], z, y[i])
 
 @njit(cache=True, inline='always')
 def _add_partial(partials, n, x):
@@ -439,9 +448,8 @@ def _split_sum(code, params, y, w, s, e, z):
     partials = np.empty(128)
     n, rest_abs = 0, 0.0
     for i in range(s, e):
-        big, err, rest = _split_deriv(code, params, y, w, i, z)
-        if err == 0.0 and rest == 0.0: rest_abs += abs(big)      # an unsplit term
-        else: rest_abs += abs(rest)
+        big, err, rest, inexact = _split_deriv(code, params, y, w, i, z)
+        rest_abs += inexact
         n = _add_partial(partials, n, big)
         if err != 0.0: n = _add_partial(partials, n, err)
         if rest != 0.0: n = _add_partial(partials, n, rest)
@@ -465,10 +473,15 @@ def _determined(code, params, y, w, st, g, z):
     tends to a limit (pseudo-Huber, log-cosh, and a custom loss, which may) can be flat away from a root; for the
     others a zero of D at z comes from terms that vanish there (|r|^(p-1) at r = 0 underflows within u of a target at
     tiny scale, without the root being anywhere else), and a single sample's level is its target's minimiser."""
-    if code != _PSEUDO_HUBER and code != _LOGCOSH and code != _CUSTOM: return True
-    if st[g, _CNT] == 1 and code != _CUSTOM: return True
     s, e = int(st[g, _START]), int(st[g, _START] + st[g, _CNT])
-    u = 64.0 * _EPS * max(abs(z), abs(st[g, _YMIN]), abs(st[g, _YMAX]), _TINY)
+    return _pinned(code, params, y, w, s, e, z, max(abs(st[g, _YMIN]), abs(st[g, _YMAX])))
+
+@njit(cache=True)
+def _pinned(code, params, y, w, s, e, z, scale):
+    "`_determined` for samples s..e-1 whose largest |target| is `scale`."
+    if code != _PSEUDO_HUBER and code != _LOGCOSH and code != _CUSTOM: return True
+    if e - s == 1 and code != _CUSTOM: return True
+    u = 64.0 * _EPS * max(abs(z), scale, _TINY)
     return (_block_deriv_exact(code, params, y, w, s, e, z - u) < 0.0
             < _block_deriv_exact(code, params, y, w, s, e, z + u))
 
@@ -487,8 +500,94 @@ def _tight(lo, hi):
     mid = 0.5 * (lo + hi)
     return mid <= lo or mid >= hi
 
+_ODD = (_SQUARED, _LOGCOSH, _PSEUDO_HUBER, _LP, _SQUARED_QUARTIC)   # l'(-r) = -l'(r), evaluated exactly so
+_RESIDUAL = _ODD + (_EXPECTILE,)                                     # l' a function of r = z - y alone
+_DISPARITY = 2.0 ** 10
+
+@njit(cache=True, inline='always')
+def _group_scale(st, g):
+    "Largest target magnitude of group g."
+    return max(abs(st[g, _YMIN]), abs(st[g, _YMAX]))
+
 @njit(cache=True)
-def _side(code, params, y, w, st, g):
+def _taylor_term(code, params, wi, rh, rl):
+    """(w l''(rh) rl, a bound on its error): the first-order term of w l'(rh + rl) around rh, with the Taylor
+    remainder |w l‴| rl²/2 (for Lp bounded relative to the term itself: |p - 2| |rl/rh| of it, rl/rh <= ε)."""
+    if rl == 0.0: return 0.0, 0.0
+    c = wi * _deriv2(code, params, rh, 0.0) * rl
+    if code == _LP: return c, 8.0 * _EPS * abs(c) * (1.0 + abs(params[0] - 2.0))
+    T = _third_bound(code, params, 0.0, 0.0, rh - abs(rl), rh + abs(rl))
+    return c, 8.0 * _EPS * abs(c) + 0.5 * abs(wi) * T * rl * rl
+
+@njit(cache=True)
+def _hires_sum(code, params, y, w, s, e, z):
+    """(S, E): group s..e-1's summed derivative at z with every residual carried exactly, z - y = rh + rl (TwoSum),
+    and l' expanded to first order in rl, all parts summed exactly; E bounds the error. Where |y| dwarfs |z| the
+    rounded residual z - y forgets z, and this sum still sees it. For an odd l' two terms with the same |rh| and
+    weight and opposite signs are exact negatives, computed and true alike, so only unpaired terms carry the
+    evaluation bound. Only for the losses of r alone (`_RESIDUAL`)."""
+    k = e - s
+    partials, n = np.empty(256), 0
+    mag, key = np.empty(k), np.empty(k)
+    E = 0.0
+    for j in range(k):
+        i = s + j
+        wi = 1.0 if w is None else w[i]
+        rh, rl = _two_sum(z, -y[i])
+        big, err, rest, inexact = _split_term(code, params, wi, rh, 0.0)
+        n = _add_partial(partials, n, big)
+        if err != 0.0: n = _add_partial(partials, n, err)
+        if rest != 0.0: n = _add_partial(partials, n, rest)
+        c, ce = _taylor_term(code, params, wi, rh, rl)
+        if c != 0.0: n = _add_partial(partials, n, c)
+        E += ce
+        mag[j], key[j] = inexact, (abs(rh) if rh > 0.0 else -abs(rh)) * wi
+    E += _unpaired_bound(code, mag, key, k)
+    total = 0.0
+    for j in range(n): total += partials[j]
+    total = total if n == 0 or total != 0.0 or partials[n - 1] == 0.0 else partials[n - 1]
+    return total, E
+
+@njit(cache=True)
+def _unpaired_bound(code, mag, key, k):
+    "(k + 8) ε Σ inexact parts of the terms not cancelled exactly by an opposite twin (odd l' only)."
+    total = 0.0
+    if code in _ODD:
+        order = np.argsort(np.abs(key), kind='mergesort')
+        j = 0
+        while j < k:
+            m = j
+            pos = neg = 0.0
+            while m < k and abs(key[order[m]]) == abs(key[order[j]]):
+                if key[order[m]] > 0.0: pos += mag[order[m]]
+                else: neg += mag[order[m]]
+                m += 1
+            total += abs(pos - neg)      # twins of equal |rh w| cancel; what is left of the run is unpaired
+            j = m
+    else:
+        for j in range(k): total += mag[j]
+    return (k + 8.0) * _EPS * total
+
+@njit(cache=True)
+def _side_hires(code, params, y, w, st, g, scale_other):
+    """`_side` for a group whose targets dwarf the comparison's scale (rounding z - y would hide the answer): the
+    side from `_hires_sum` where its sign is certified; a tie only if the level is pinned to within 64 ulps of the
+    comparison's scale (D < 0 just left, > 0 just right); otherwise _FLAT: not decidable in double precision."""
+    p = st[g, _P]
+    s = int(st[g, _START])
+    e = s + int(st[g, _CNT])
+    S, E = _hires_sum(code, params, y, w, s, e, p)
+    if abs(S) > E:
+        if S > 0.0: st[g, _HI] = min(st[g, _HI], p)
+        else: st[g, _LO] = max(st[g, _LO], p)
+        return 1 if S > 0.0 else -1
+    u = 64.0 * _EPS * max(abs(p), scale_other, 2.0 ** -960)
+    S_lo, E_lo = _hires_sum(code, params, y, w, s, e, p - u)
+    S_hi, E_hi = _hires_sum(code, params, y, w, s, e, p + u)
+    return 0 if S_lo < -E_lo and S_hi > E_hi else _FLAT
+
+@njit(cache=True)
+def _side(code, params, y, w, st, g, scale_other):
     """Where is group g's level relative to its reference point p? -1 above, +1 below, 0 equal (D(p) within its
     rounding bound and not decided by the exact sum, or exactly 0 with p determined), _FLAT: D is exactly 0 on an
     interval around p, so no side can be told. Within the rounding bound D(p) is summed again exactly from split
@@ -496,6 +595,8 @@ def _side(code, params, y, w, st, g):
     e = _rounding_bound(code, params, st[g, _CNT], st[g, _DABS])
     if st[g, _D] > e: return 1
     if st[g, _D] < -e: return -1
+    if code in _RESIDUAL and _group_scale(st, g) > _DISPARITY * max(abs(st[g, _P]), scale_other):
+        return _side_hires(code, params, y, w, st, g, scale_other)
     s = int(st[g, _START])
     d, e_split = _split_sum(code, params, y, w, s, s + int(st[g, _CNT]), st[g, _P])
     if d == 0.0: return 0 if _determined(code, params, y, w, st, g, st[g, _P]) else _FLAT
@@ -545,12 +646,12 @@ def _group_violates(code, params, y, w, st, a, b, stats):
             continue
         if _tight(st[b, _LO], st[b, _HI]):                       # b known to an ulp: L_a' at level(b) decides
             if not _refine(code, params, y, w, st, a, st[b, _LO], stats): return _NONCONVEX
-            sa = _side(code, params, y, w, st, a)
+            sa = _side(code, params, y, w, st, a, _group_scale(st, b))
             if sa == _FLAT: return _flat(st, a, stats)
             return 0 if sa > 0 else 1                            # (equal up to an ulp counts as a violation)
         if _tight(st[a, _LO], st[a, _HI]):
             if not _refine(code, params, y, w, st, b, st[a, _HI], stats): return _NONCONVEX
-            sb = _side(code, params, y, w, st, b)
+            sb = _side(code, params, y, w, st, b, _group_scale(st, a))
             if sb == _FLAT: return _flat(st, b, stats)
             return 0 if sb < 0 else 1
         lo, hi = max(st[a, _LO], st[b, _LO]), min(st[a, _HI], st[b, _HI])
@@ -558,7 +659,8 @@ def _group_violates(code, params, y, w, st, a, b, stats):
         z = lo if tight else _split(lo, hi)                     # probe both in the overlap
         if not _refine(code, params, y, w, st, a, z, stats): return _NONCONVEX
         if not _refine(code, params, y, w, st, b, z, stats): return _NONCONVEX
-        sa, sb = _side(code, params, y, w, st, a), _side(code, params, y, w, st, b)
+        sa = _side(code, params, y, w, st, a, _group_scale(st, b))
+        sb = _side(code, params, y, w, st, b, _group_scale(st, a))
         if sa == _FLAT: return _flat(st, a, stats)
         if sb == _FLAT: return _flat(st, b, stats)
         if sa > 0 and sb <= 0 or sa == 0 and sb < 0: return 0   # level(a) below z, level(b) not below it
@@ -692,7 +794,7 @@ def _resolve_all(code, params, y, w, st, ng, levels, starts, wts, stats, tol):
 
 
 # %% ../nbs/02_convex.ipynb #58a10168
-_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
+_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_split_term', '_taylor_term', '_hires_sum', '_side_hires', '_pinned', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
                     '_decided_deriv', '_split_deriv', '_determined', '_side', '_refine', '_newton_anchor',
                     '_group_violates', '_merge_groups', '_push_group', '_pool_convex', '_resolve_group', '_resolve_all',
                     '_anytime_step')
@@ -782,9 +884,11 @@ def _uncertified_error():
 
 def _flat_error(loss, y, i, S):
     return ValueError(f"the level of the block starting at target {y[i] * S:g} cannot be determined in double "
-                      f"precision under {loss}: its summed derivative is exactly 0 on a whole interval (every residual "
-                      f"is so large that the loss's derivative rounds to its limit); rescale the targets or choose "
-                      f"the loss's scale nearer the residuals. No arbitrary point of the interval is returned")
+                      f"precision under {loss}: its summed derivative is 0 in double precision on a whole interval (every "
+                      f"residual so large that the loss's derivative rounds to its limit, or targets so much larger "
+                      f"than a neighbouring block's level that no residual z - y can tell them apart); rescale the "
+                      f"targets or choose the loss's scale nearer the residuals. No arbitrary point of the interval "
+                      f"is returned")
 
 def _power_of_two_scale(big, limit):
     "1, or the power of two 2^(e-1) with `big` in [2^(e-1), 2^e) when |e| > `limit` (dividing by it is exact)."
@@ -951,7 +1055,7 @@ def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol
     return IsotonicResult(x=x, weights=wts, blocks=starts, n_evals=np.asarray(n_evals))
 
 # %% ../nbs/02_convex.ipynb #2d1fec0d
-_DIVERGED = -2
+_DIVERGED, _FLAT_STEP = -2, -4
 
 @njit(cache=True, inline='always')
 def _probe(lo, hi):
@@ -965,27 +1069,36 @@ def _probe(lo, hi):
 def _anytime_step(code, params, y, w, gs, glo, ghi, gd, gdone, ng, stats):
     """One iteration in place on the ng groups (starts gs, bounds [glo, ghi], derivative gd, finished flags);
     returns the new number of groups, or -2 (with stats[1] = the group's first sample) if the doubling overflowed
-    (a minimiser beyond ±1e308, i.e. infinite for the callers' scaled targets) or a summed derivative is not finite."""
+    (a minimiser beyond ±1e308, i.e. infinite for the callers' scaled targets) or a summed derivative is not finite,
+    -4 if a summed derivative is exactly 0 on a whole interval (flat: no side can be told). Each sign that halves
+    a bound is certified: summed again exactly where rounding could have decided it (`_decided_deriv`)."""
     for g in range(ng):                                         # 1. _D = -L'(C) at the probe of unfinished groups
         if gdone[g]: continue
         c = _probe(glo[g], ghi[g])
-        d = 0.0
-        for i in range(gs[g], gs[g + 1]):
-            t = _deriv(code, params, c, y[i])
-            d -= t if w is None else w[i] * t
+        s, e = gs[g], gs[g + 1]
+        d = -_decided_deriv(code, params, y, w, s, e, c)[0]
         gd[g] = d
-        stats[0] += gs[g + 1] - gs[g]
+        stats[0] += e - s
         if not (np.isfinite(c) and np.isfinite(d)):
-            stats[1] = gs[g]
+            stats[1] = s
             return _DIVERGED
+        if d == 0.0 and not _pinned(code, params, y, w, s, e, c, np.max(np.abs(y[s:e]))):
+            stats[1] = s
+            return _FLAT_STEP
     top = 0                                                     # 2. join on a stack
     for g in range(ng):
         gs[top], glo[top], ghi[top], gd[top], gdone[top] = gs[g], glo[g], ghi[g], gd[g], gdone[g]
         top += 1
         while (top > 1 and not gdone[top - 1] and glo[top - 2] == glo[top - 1] and ghi[top - 2] == ghi[top - 1]
                and gd[top - 2] >= 0.0 >= gd[top - 1]):
-            gd[top - 2] += gd[top - 1]
-            top -= 1
+            top -= 1                                            # the joined group's sign is summed again, not
+            s, e = gs[top - 1], gs[g + 1]                       # added: two certified signs do not certify a sum
+            c = _probe(glo[top - 1], ghi[top - 1])
+            gd[top - 1] = -_decided_deriv(code, params, y, w, s, e, c)[0]
+            stats[0] += e - s
+            if gd[top - 1] == 0.0 and not _pinned(code, params, y, w, s, e, c, np.max(np.abs(y[s:e]))):
+                stats[1] = s
+                return _FLAT_STEP
     gs[top] = gs[ng]
     for g in range(top):                                        # 3. halve the bounds by the sign of _D
         if gdone[g]: continue
@@ -1030,6 +1143,9 @@ class _Anytime:
             i = int(self.stats[1]) if self.sign > 0 else self.n - 1 - int(self.stats[1])
             raise ValueError(f"the minimiser of the group containing sample {i} is not finite under {self.loss} "
                              f"(the doubling phase passed ±1e308 without bracketing it)")
+        if ng == _FLAT_STEP:
+            i = int(self.stats[1])
+            raise _flat_error(self.loss, self.y, i, self.scale)
         self.ng, self.iteration = ng, self.iteration + 1
 
     def width(self):
