@@ -477,8 +477,7 @@ def format_summary(res) -> str:
                 f"trivial cached @njit) {med['probe']:.3f}",
                 f"   cold compile, all three in one process: "
                 f"{by['cold compile: isotonic_regression, fit, predict in one process']['seconds']:.2f}; next process, "
-                f"same NUMBA_CACHE_DIR: {by['  the same, next process, same NUMBA_CACHE_DIR']['seconds']:.2f}; "
-                f"cache: {si.get('cache_path')} (fallback: {si.get('fallback')})", ""]
+                f"same NUMBA_CACHE_DIR: {by['  the same, next process, same NUMBA_CACHE_DIR']['seconds']:.2f}", ""]
     return '\n'.join(out)
 
 def format_report(res) -> str:
