@@ -1,5 +1,5 @@
 "The notebooks are committed executed: their saved outputs must come from their current source (.ci/notebooks.py)."
-import importlib.util, json, shutil
+import importlib.util, json, re, shutil
 from pathlib import Path
 
 import pytest
@@ -44,3 +44,16 @@ def test_check_flags_what_a_reader_must_not_see(tmp_path):
     path.write_text(json.dumps(nb))
     found = notebooks.problems(path)
     assert any('NumPy scalar' in f for f in found) and any('machine path' in f for f in found)
+
+
+LOST_ESCAPE = re.compile(r'\n(rac\{|m\{|m |ightarrow|ext\{|abla|imes\b|heta\b|au\b)|[\t\x07\x08\x0b\x0c\r]')
+
+
+@pytest.mark.parametrize('path', notebooks.notebooks(), ids=lambda p: p.name)
+def test_no_latex_lost_to_string_escapes(path):
+    r"`\frac` written from a non-raw Python string becomes a form feed (then a line break) and `rac`; `\rm`, `\tau` alike."
+    nb = json.loads(path.read_text())
+    for i, cell in enumerate(nb['cells']):
+        if cell['cell_type'] != 'markdown': continue
+        m = LOST_ESCAPE.search(''.join(cell['source']))
+        assert m is None, f'cell {i}: {m.group(0)!r} looks like a LaTeX command lost to a string escape'
