@@ -130,7 +130,7 @@ def main(argv=None):
     ap.add_argument('command', choices=['run', 'check'])
     ap.add_argument('notebooks', nargs='*', help='notebooks (default: every nbs/*.ipynb)')
     ap.add_argument('--jobs', type=int, default=1, help='notebooks executed at once by `run`')
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)
     paths = notebooks(args.notebooks)
     if args.command == 'run':
         if args.jobs == 1: runs = map(execute, paths)

@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from tqdm.auto import tqdm
 
 from .core import as_float_array, as_real_array, check_choice, check_same_length
 
@@ -854,7 +853,10 @@ def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='f
     best_w, best_iter, best_val = w.copy(), 0, hist['val_auc'][0]
     stopped = 'aum is zero' if monotone and r.aum <= err else None
     iterations = range(1, max_iter + 1) if stopped is None else range(0)
-    for it in tqdm(iterations, disable=not progress, desc=f'AUM descent ({method})'):
+    if progress:                               # tqdm only when asked for: no widget warnings otherwise
+        from tqdm.auto import tqdm
+        iterations = tqdm(iterations, desc=f'AUM descent ({method})')
+    for it in iterations:
         direction = -(X.T @ (0.5 * (r.left + r.right)))
         if not np.any(direction):
             stopped = 'zero gradient'; break
