@@ -1,42 +1,57 @@
 #!/usr/bin/env python
 """Build the isocal documentation site offline into `_docs/`, without Quarto (with Quarto, `nbdev_docs` still works).
 
-Pages: the notebooks listed in nbs/sidebar.yml (index first), then any other nbs/*.ipynb not starting with `_`.
-Each page goes through four steps:
+The site is built from the notebooks' SAVED OUTPUTS: nothing is executed (`python .ci/notebooks.py run` executes
+and saves them). `--nbs DIR` builds from another folder of executed notebooks (e.g. executed copies in a scratch
+directory). Pages: the notebooks listed in nbs/sidebar.yml (index first), then any other notebook not starting
+with `_`. Each page goes through three steps, in a process of its own (2 at a time):
 
-1. Execute: nbclient runs the notebook in a real `python3` kernel (cwd nbs/) so outputs and figures are fresh.
-   Cells nbdev_test skips (`#| eval: false`, and `#| slow` or any other `tst_flags` of settings.ini) get nbclient's
-   `skip-execution` tag: they are shown, not run.
-2. nbdev processing: `nbdev.processors.FilterDefaults`, the processor list `nbdev_docs` uses (frontmatter,
+1. nbdev processing: `nbdev.processors.FilterDefaults`, the processor list `nbdev_docs` uses (frontmatter,
    add_show_docs + exec_show_docs for the API docs, rm_export/hide_ for export and hide cells, add_links, add_fold,
-   clean_show_doc, ...).
-   Only change: exec_show_docs (which re-runs import/export cells in-process) also skips the cells of step 1.
-3. Adapt what nbdev leaves for Quarto (`to_markdown`): the frontmatter raw cell becomes the page title/subtitle; the
+   clean_show_doc, ...). Changes: exec_show_docs (which re-runs import/export cells in-process) skips the cells
+   nbdev_test skips, and show_doc renders with `SiteRenderer` (real class signatures, own docstrings only,
+   numpydoc sections as lists, public methods, no private names; see its docstring for why nbdev's falls short).
+2. Adapt what nbdev leaves for Quarto (`to_markdown`): the frontmatter raw cell becomes the page title/subtitle; the
    leading `#| key: value` cell options are applied then removed (include/echo/output: false, output: asis,
-   code-fold -> <details>); Quarto callouts become blockquotes, other `:::` fenced divs lose their fences;
-   `[txt](url){target=...}` attributes are dropped; links to notebooks or to the doc host point to the local pages.
-4. Render: nbconvert's MarkdownExporter (figures extracted to a temp dir), then pandoc from pypandoc-binary:
-   --standalone --embed-resources --mathml, a small inline CSS and a sidebar following nbs/sidebar.yml.
+   code-fold -> <details>, fig-alt/fig-cap); Quarto callouts become blockquotes, other `:::` fenced divs lose their
+   fences; `[txt](url){target=...}` attributes are dropped; links to notebooks or to the doc host point to the
+   local pages. Figures get alt text: `fig-alt`/`fig-cap`, else the titles the cell's code sets, else the first
+   sentence of the markdown cell before it.
+3. Render: nbconvert's MarkdownExporter (figures into `figures/<page>/`), then pandoc from pypandoc-binary with
+   `.ci/docs_site.css`, a sidebar in nbs/sidebar.yml's sections (site name, version, source link, search box), a
+   table of contents (right-hand column on wide screens), previous/next links and a link to the page's source.
 
-`--readme` writes README.md from nbs/index.ipynb through steps 2-4 (markdown, not executed, only show_doc outputs
-kept) so it is byte-for-byte reproducible; `--check-readme` exits 1 with a diff when README.md is stale.
+Then the whole site: links to anchors that do not exist point at their page; KaTeX goes to `katex/`; Pagefind
+indexes the pages into `pagefind/`.
+
+Mathematics: KaTeX, rendered in the browser from `katex/` (pandoc's `--katex`). pandoc's MathML is cramped in
+Chromium (big operators not enlarged, accents misplaced); KaTeX typesets like JupyterLab's MathJax, is one script
+plus woff2 fonts (no network), and is fast. It comes from npm (`npm pack katex@KATEX`, once, cached in
+~/.cache/isocal-docs or $ISOCAL_DOCS_CACHE), because no maintained PyPI package ships KaTeX's dist and node is
+needed for nothing else. Search: Pagefind (`pagefind[extended]` from PyPI, whose wheel carries the binary) builds
+a static index; its UI needs the site served over http (`python -m http.server -d _docs`), and says so from file://.
+
+`--readme` writes README.md from nbs/index.ipynb through steps 1-2 (markdown, not executed, only show_doc outputs
+kept, nbdev's own show_doc) so it is byte-for-byte reproducible; `--check-readme` exits 1 with a diff when
+README.md is stale.
 
 Add a page: create nbs/NN_name.ipynb whose first markdown cell is `# Title` (optionally `> description`), and list
-it in nbs/sidebar.yml. It becomes _docs/NN_name.html.
+it in a section of nbs/sidebar.yml. It becomes _docs/NN_name.html.
 """
-import argparse, difflib, json, os, re, subprocess, sys, tempfile, time
+import argparse, difflib, inspect, json, os, re, shutil, subprocess, sys, tarfile, tempfile, time, typing
 from multiprocessing import get_context
 from pathlib import Path
 
 import nbformat, pypandoc, yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from jupyter_client import KernelManager
-from nbclient import NotebookClient
 from nbconvert import MarkdownExporter
 from jinja2 import DictLoader
 from traitlets.config import Config
 from execnb.nbio import dict2nb
+from fastcore.docments import docments
 from nbdev.config import get_config
+from nbdev.doclinks import NbdevLookup
+import nbdev.showdoc
 from nbdev.doclinks import _nbpath2html
 from nbdev.frontmatter import _md2dict
 from nbdev.process import extract_directives
@@ -50,52 +65,38 @@ DOC_URL = CFG.doc_host.rstrip('/') + CFG.doc_baseurl.rstrip('/')  # where nbdev'
 
 # ---------------------------------------------------------------- pages and titles
 
-def page_stems(extra=()):
-    "Notebook stems in sidebar order: nbs/sidebar.yml, then other nbs/*.ipynb not starting with `_`, then `extra`"
-    def flat(items):
-        for it in items or []:
-            if isinstance(it, str): yield it
-            elif isinstance(it, dict): yield from flat(it.get('contents') or [it.get('href', '')])
-    side = yaml.safe_load((NBS/'sidebar.yml').read_text(encoding='utf-8'))['website']['sidebar']['contents']
-    stems = [Path(f).stem for f in flat(side) if f.endswith('.ipynb') and (NBS/f).exists()]
-    stems += sorted(p.stem for p in NBS.glob('*.ipynb') if p.name[0] != '_' and p.stem not in stems)
+def sidebar_tree():
+    "nbs/sidebar.yml's `contents`: notebook names and `{section: name, contents: [...]}` groups"
+    return yaml.safe_load((NBS/'sidebar.yml').read_text(encoding='utf-8'))['website']['sidebar']['contents']
+
+def flat(items):
+    "The notebook names in a sidebar tree, in order"
+    for it in items or []:
+        if isinstance(it, str): yield it
+        elif isinstance(it, dict): yield from flat(it.get('contents') or [it.get('href', '')])
+
+def page_stems(extra=(), nbs=NBS):
+    "Notebook stems in sidebar order: nbs/sidebar.yml, then other `nbs`/*.ipynb not starting with `_`, then `extra`"
+    nbs = Path(nbs)
+    stems = [Path(f).stem for f in flat(sidebar_tree()) if f.endswith('.ipynb') and (nbs/f).exists()]
+    stems += sorted(p.stem for p in nbs.glob('*.ipynb') if p.name[0] != '_' and p.stem not in stems)
     stems += [s for s in extra if s not in stems]
     return sorted(stems, key=lambda s: s != 'index')  # stable: index first, the rest keep their order
 
-def page_title(stem):
+def page_title(stem, nbs=NBS):
     "The notebook's first markdown `# Title` (nbdev's frontmatter rule), else its stem"
-    nb = nbformat.read(NBS/f'{stem}.ipynb', as_version=4)
+    nb = nbformat.read(Path(nbs)/f'{stem}.ipynb', as_version=4)
     for c in nb.cells:
         if c.cell_type == 'markdown' and (t := _md2dict(c.source).get('title')): return t
     return stem
 
-# ---------------------------------------------------------------- 1. execute
+# ---------------------------------------------------------------- nbdev's skip rule
 
 def skipped(directives):
-    "Would nbdev_test skip a cell with these nbdev `directives`?"
+    "Would nbdev_test skip a cell with these nbdev `directives`? (exec_show_docs does not re-run those)"
     return directives.get('eval:', [''])[0].lower() == 'false' or bool(FLAGS & directives.keys())
 
-def execute(path, timeout=1800):
-    "Run notebook `path` in a `python3` kernel with cwd = its folder, skipping the cells nbdev_test skips"
-    nb = nbformat.read(path, as_version=4)
-    for c in nb.cells:
-        if c.cell_type == 'code' and ('nbdev_export' + '(' in c.source or skipped(extract_directives(c, remove=False))):
-            c.metadata.setdefault('tags', []).append('skip-execution')
-    # The kernel inherits our environment; MPLBACKEND (e.g. Agg, set by CI scripts) would override the inline backend
-    # and the pages would lose their figures.
-    env = {k: v for k, v in os.environ.items() if k != 'MPLBACKEND'}
-    # IPC sockets, not TCP: kernels started side by side (2 docs workers, pytest-xdist) cannot race for a port.
-    # The socket path prefix must be absolute: the kernel runs in nbs/, this process elsewhere.
-    sockets = os.path.join(tempfile.gettempdir(), f'isocal-kernel-{os.getpid()}-{time.monotonic_ns()}')
-    km = KernelManager(kernel_name='python3', transport='ipc', ip=sockets)
-    try:
-        NotebookClient(nb, km=km, timeout=timeout, startup_timeout=180,
-                       resources={'metadata': {'path': str(Path(path).parent)}}).execute(env=env)
-    finally:
-        for leftover in Path(sockets).parent.glob(Path(sockets).name + '-*'): leftover.unlink(missing_ok=True)
-    return nb
-
-# ---------------------------------------------------------------- 2. nbdev processing
+# ---------------------------------------------------------------- 1. nbdev processing
 
 class exec_show_docs_noskip(exec_show_docs):
     "nbdev's `exec_show_docs`, except it never runs cells nbdev_test skips (a `#| slow` cell with an import, say)"
@@ -121,7 +122,105 @@ def nbdev_process(nb, path):
     finally: os.chdir(cwd)
     return nb
 
-# ---------------------------------------------------------------- 3. adapt Quarto leftovers
+# ---------------------------------------------------------------- API reference (show_doc) for the site
+
+def numpydoc_md(doc):
+    "A numpydoc docstring as markdown: section titles bold (not headings), `name : type` entries as a list"
+    lines, out, i, listing = doc.splitlines(), [], 0, False
+    while i < len(lines):
+        line = lines[i]
+        if i + 1 < len(lines) and re.fullmatch(r'-{3,}', lines[i + 1].strip()) and line.strip():
+            out += ['', f'**{line.strip()}**', '']; listing = line.strip() in _LIST_SECTIONS; i += 2; continue
+        if listing and line.strip() and not line[:1].isspace():
+            name, _, typ = line.partition(' : ')
+            out.append(f'- `{name.strip()}`' + (f' ({typ.strip()})' if typ else '') + ':')
+        elif listing and line.strip(): out[-1] += ' ' + line.strip()  # the entry's description, as prose
+        else: out.append(line)
+        i += 1
+    return '\n'.join(out)
+
+_LIST_SECTIONS = {'Parameters', 'Returns', 'Yields', 'Raises', 'Attributes', 'Other Parameters', 'Warns'}
+
+def _anno(a):
+    "An annotation as source text (string and ForwardRef annotations without their quotes)"
+    if isinstance(a, str): return a
+    if isinstance(a, typing.ForwardRef): return a.__forward_arg__
+    return inspect.formatannotation(a)
+
+def _params(sig):
+    "The parameters of `sig` as source text, with the `/` and `*` markers"
+    out, star = [], False
+    ps = list(sig.parameters.values())
+    for j, p in enumerate(ps):
+        if p.kind is p.VAR_POSITIONAL: star = True
+        if p.kind is p.KEYWORD_ONLY and not star: out.append('*'); star = True
+        s = ('*' if p.kind is p.VAR_POSITIONAL else '**' if p.kind is p.VAR_KEYWORD else '') + p.name
+        if p.annotation is not p.empty: s += ': ' + _anno(p.annotation)
+        if p.default is not p.empty: s += (' = ' if p.annotation is not p.empty else '=') + repr(p.default)
+        out.append(s)
+        if p.kind is p.POSITIONAL_ONLY and (j + 1 == len(ps) or ps[j + 1].kind is not p.POSITIONAL_ONLY): out.append('/')
+    return out
+
+class SiteRenderer:
+    """nbdev's show_doc renderer, for the site (README keeps nbdev's): nbdev 2.4/fastcore take a class's signature
+    from `__init__`, so a class without its own (`VennAbers`, a NamedTuple such as `AumResult`, a dict subclass
+    such as `IsotonicResult`) shows `(*args, **kwargs)`, and a function without a docstring gets `__call__`'s "Call
+    self as a function". Here: `inspect.signature` of the object itself (a class it cannot read shows its bases),
+    the object's own docstring only, parameter comments as a list under the code, the public methods of a class,
+    and nothing for private names (`__getattr__`)."""
+    def __init__(self, sym, name=None, title_level=3):
+        self.sym, self.level = sym, title_level
+        self.nm = name or getattr(sym, '__qualname__', None) or getattr(sym, '__name__', repr(sym))
+
+    @staticmethod
+    def signature(sym, nm):
+        "Code line(s) for `sym` called `nm`: `def f(a: int = 1) -> T` or `Cls(a, b)`; wrapped one parameter a line"
+        try: sig = inspect.signature(sym, eval_str=False)
+        except (ValueError, TypeError):
+            if isinstance(sym, type): return f'class {nm}({", ".join(b.__name__ for b in sym.__bases__)})'
+            return nm
+        pre = '' if isinstance(sym, type) else 'async def ' if inspect.iscoroutinefunction(sym) else 'def '
+        ret = '' if isinstance(sym, type) or sig.return_annotation is inspect.Signature.empty else \
+              ' -> ' + _anno(sig.return_annotation)
+        params = _params(sig)
+        if '.' in nm and params and params[0] in ('self', 'cls'): params = params[1:]  # a method
+        one = f'{pre}{nm}({", ".join(params)}){ret}'
+        return one if len(one) <= 88 else f'{pre}{nm}(\n' + ''.join(f'    {p},\n' for p in params) + f'){ret}'
+
+    @staticmethod
+    def param_docs(sym):
+        "Markdown list of the parameters' comments (fastcore's docments), if any"
+        try: dm = docments(sym, full=True)
+        except Exception: return ''
+        rows = [f'- `{k}`: ' + ' '.join(v['docment'].split()) for k, v in dm.items() if v.get('docment') and k != 'return']
+        if (r := dm.get('return', {})).get('docment'): rows.append('- returns: ' + ' '.join(r['docment'].split()))
+        return '\n'.join(rows)
+
+    def entry(self, sym, nm, level):
+        doc = inspect.cleandoc(sym.__doc__) if isinstance(getattr(sym, '__doc__', None), str) and \
+            (isinstance(sym, type) and '__doc__' in vars(sym) or not isinstance(sym, type)) else ''
+        if doc and doc == inspect.cleandoc(type(sym).__doc__ or ''): doc = ''  # inherited from the object's type
+        md = f'{"#" * level} {nm}\n\n```python\n{self.signature(sym, nm)}\n```\n\n'
+        if doc: md += numpydoc_md(re.sub(r'^(\s*)(.+)', r'\1*\2*', doc, count=1)) + '\n\n'
+        if re.search(r'^\s*Parameters\s*\n\s*---', doc, re.M): return md  # numpydoc lists them already
+        return md + (pd + '\n\n' if (pd := self.param_docs(sym)) else '')
+
+    def methods(self):
+        "The public methods and properties a class defines itself"
+        out = ''
+        for k, v in vars(self.sym).items():
+            if k.startswith('_'): continue
+            f = v.fget if isinstance(v, property) else v.__func__ if isinstance(v, (classmethod, staticmethod)) else v
+            if inspect.isfunction(f): out += self.entry(f, f'{self.nm}.{k}', self.level + 1)
+        return out
+
+    def _repr_markdown_(self):
+        if self.nm.rsplit('.', 1)[-1].startswith('_'): return ''
+        src = NbdevLookup().code(f"{getattr(self.sym, '__module__', '')}.{getattr(self.sym, '__qualname__', self.nm)}")
+        head = '---\n\n' + (f'[source]({src})\n\n' if src and not src.endswith('#LNone') else '')
+        return head + self.entry(self.sym, self.nm, self.level) + (self.methods() if isinstance(self.sym, type) else '')
+
+# ---------------------------------------------------------------- 2. adapt Quarto leftovers
 
 _re_opt = re.compile(r'^\s*#\|\s*([\w-]+)\s*:\s*(.*?)\s*$')  # a Quarto cell option nbdev left in the source
 _re_div = re.compile(r'^:::+\s*(\{.*\}|[\w.-]+)\s*$')       # opening of a fenced div, e.g. ::: {.callout-note}
@@ -170,7 +269,7 @@ def joined(out):
     return o
 
 # nbconvert's markdown template, but text outputs fenced with class `output` (indented blocks of consecutive cells
-# would merge into one, and pandoc gives the fence a CSS class)
+# would merge into one, and pandoc gives the fence a CSS class), and figures with the alt text `figure_alt` chose
 _TPL = """{%- extends 'markdown/index.md.j2' -%}
 {% block stream %}
 ~~~~ {.output}
@@ -182,13 +281,29 @@ _TPL = """{%- extends 'markdown/index.md.j2' -%}
 {{ output.data['text/plain'].rstrip() }}
 ~~~~
 {% endblock data_text %}
+{% block data_png %}
+![{{ cell.metadata.get('alt', 'Figure') }}]({{ output.metadata.filenames['image/png'] }})
+{% endblock data_png %}
+{% block data_svg %}
+![{{ cell.metadata.get('alt', 'Figure') }}]({{ output.metadata.filenames['image/svg+xml'] }})
+{% endblock data_svg %}
 """
+
+_re_title = re.compile(r"""(?:set_title|title|suptitle)\(\s*[rf]?(["'])(.+?)\1""")
+
+def figure_alt(code, before):
+    "Alt text of a cell's figures: the titles its code sets, else the first sentence of the markdown `before` it"
+    titles = [t for _, t in _re_title.findall(code) if '{' not in t]
+    text = '; '.join(titles) or re.split(r'(?<=[.:!?])\s', re.sub(r'\s+', ' ', before).strip())[0]
+    text = re.sub(r'\$([^$]*)\$', r'\1', re.sub(r'\]\([^)]*\)|[`*_#>\[\]]', '', text)).strip()
+    return text or 'Figure'
 
 def to_markdown(nb, link, keep=lambda out: True):
     "Apply the Quarto cell options nbdev leaves, export with nbconvert -> (markdown, {figure file: bytes})"
-    cells = []
+    cells, before = [], ''
     for c in nb.cells:
-        if c.cell_type == 'markdown' and c.source: cells.append(new_markdown_cell(plain_md(c.source, link)))
+        if c.cell_type == 'markdown' and c.source:
+            cells.append(new_markdown_cell(plain_md(c.source, link))); before = c.source
         if c.cell_type != 'code': continue  # raw cells: FrontmatterProc's YAML, used as page title instead
         lines, opts = (c.source or '').splitlines(), {}
         while lines and (m := _re_opt.match(lines[0])): opts[m[1]] = m[2].strip('\'"'); lines.pop(0)
@@ -199,8 +314,9 @@ def to_markdown(nb, link, keep=lambda out: True):
         if opts.get('include') == 'false' or not (code or outs): continue
         hide = opts.get('echo') == 'false' or not code
         fold = 'code-fold' in opts and not hide
+        alt = opts.get('fig-alt') or opts.get('fig-cap') or figure_alt(code, before)
         if fold: cells.append(new_markdown_cell(f"<details>\n<summary>{opts.get('code-summary', 'Code')}</summary>"))
-        cells.append(new_code_cell(code, outputs=outs, metadata={'tags': ['remove_input'] if hide else []}))
+        cells.append(new_code_cell(code, outputs=outs, metadata={'tags': ['remove_input'] if hide else [], 'alt': alt}))
         if fold: cells.append(new_markdown_cell('</details>'))
     nb = new_notebook(cells=cells, metadata={'language_info': {'name': 'python'}})
     cfg = Config({'TagRemovePreprocessor': {'enabled': True, 'remove_input_tags': {'remove_input'}}})
@@ -208,73 +324,107 @@ def to_markdown(nb, link, keep=lambda out: True):
     md, res = exp.from_notebook_node(nb)
     return md, res.get('outputs', {})
 
-# ---------------------------------------------------------------- 4. render
+# ---------------------------------------------------------------- 3. render
 
-CSS = """<style>
-body { max-width: none; margin: 0; padding: 1rem 2rem 3rem 17rem; font: 16px/1.55 system-ui, sans-serif; }
-body > * { max-width: 54rem; }
-#sidebar { position: fixed; top: 0; left: 0; bottom: 0; width: 14rem; overflow: auto; padding: 1rem .6rem;
-           background: #f6f8fa; border-right: 1px solid #ddd; max-width: none; }
-#sidebar a { display: block; padding: .25rem .5rem; color: #333; text-decoration: none; border-radius: 4px; }
-#sidebar a.active { background: #dbe7f7; font-weight: 600; }
-pre { background: #f6f8fa; padding: .6rem .8rem; overflow: auto; border-radius: 4px; }
-pre.output { background: none; border-left: 3px solid lightsalmon; border-radius: 0; }  /* cell outputs */
-blockquote { margin: 1rem 0; padding: .2rem 1rem; border-left: 4px solid #4a90d9; background: #f3f7fd; color: inherit; }
-table { border-collapse: collapse; margin: .5rem 0; } td, th { border: 1px solid #ddd; padding: .2rem .6rem; }
-img { max-width: 100%; height: auto; }  details > summary { cursor: pointer; color: #666; }
-hr { border: none; border-top: 1px solid #ddd; }  header#title-block-header { text-align: left; }
-#TOC { border-left: 3px solid #ddd; padding-left: .8rem; font-size: 90%; } #TOC ul { margin: 0; padding-left: 1rem; }
-math[display="block"] { overflow-x: auto; }
-@media (max-width: 800px) { body { padding: 1rem; } #sidebar { position: static; width: auto; } }
-</style>"""
+CSS = (Path(__file__).parent/'docs_site.css').read_text(encoding='utf-8')
+esc = lambda s: s.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;').replace('"', '&quot;')
+plain = lambda title: re.sub(r'`|\*\*', '', title)  # a title as text (<title>, links)
 
-def sidebar(pages, current):
-    "Sidebar <nav> linking every page; `pages` is a list of (stem, title)"
-    esc = lambda s: s.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
-    links = ''.join(f'<a href="{s}.html"{" class=active" if s == current else ""}>{esc(t)}</a>\n' for s, t in pages)
-    return f'<nav id="sidebar">\n{links}</nav>\n'
+def sidebar(titles, current):
+    "Sidebar <nav>: site name, version, source link, search box, then nbs/sidebar.yml's sections and pages"
+    def items(entries):
+        out = ''
+        for it in entries or []:
+            if isinstance(it, str) and (s := Path(it).stem) in titles:
+                out += f'<li><a href="{s}.html"{" class=active" if s == current else ""}>{esc(plain(titles[s]))}</a></li>\n'
+            elif isinstance(it, dict) and (sub := items(it.get('contents'))):
+                out += f'<li class="section"><span>{esc(it.get("section", ""))}</span>\n<ul>\n{sub}</ul></li>\n'
+        return out
+    rest = [s for s in titles if s not in set(flat(sidebar_tree()))]  # pages not in sidebar.yml go last
+    return (f'<nav id="sidebar" data-pagefind-ignore="all">\n<div class="site"><a href="index.html">{esc(CFG.title)}</a>'
+            f' <span class="version">{esc(CFG.version)}</span></div>\n'
+            f'<div class="source"><a href="{esc(CFG.git_url)}">Source on GitHub</a></div>\n'
+            f'<div id="search"></div>\n<ul>\n{items(sidebar_tree() + rest)}</ul>\n</nav>\n')
 
-def pandoc(md, figures, html, title, subtitle='', before_body='', tmp='.'):
-    "Markdown `md` (+ figure files) -> standalone self-contained HTML file `html`"
+# Pagefind's UI loads its index with fetch/import(), which browsers refuse from file:// URLs: say how to serve the site
+SEARCH = """<link href="pagefind/pagefind-ui.css" rel="stylesheet">
+<script src="pagefind/pagefind-ui.js"></script>
+<script>
+if (location.protocol === 'file:') document.getElementById('search').innerHTML =
+  '<p class="nosearch">Search works when the site is served: <code>python -m http.server -d _docs</code></p>';
+else new PagefindUI({element: '#search', showSubResults: true, showImages: false});
+</script>
+"""
+
+def prev_next(order, titles, stem):
+    "Previous/next links in sidebar order"
+    i = order.index(stem)
+    def link(j, rel, text):
+        if not 0 <= j < len(order): return '<span></span>'
+        return f'<a rel="{rel}" href="{order[j]}.html">{text.format(esc(plain(titles[order[j]])))}</a>'
+    return (f'<nav class="prev-next" data-pagefind-ignore="all">{link(i - 1, "prev", "← {}")}'
+            f'{link(i + 1, "next", "{} →")}</nav>\n')
+
+def pandoc(md, html, meta, before_body='', after_body='', tmp='.'):
+    "Markdown `md` -> standalone HTML file `html` (figures already beside it; KaTeX from katex/)"
     d = Path(tmp)
-    for name, data in figures.items(): (d/name).write_bytes(data)
-    meta = {'title': title, 'lang': 'en', 'toc-title': 'On this page', **({'subtitle': subtitle} if subtitle else {})}
     (d/'page.md').write_text(f'---\n{yaml.safe_dump(meta, allow_unicode=True)}---\n\n{md}', encoding='utf-8')
-    (d/'head.html').write_text(CSS, encoding='utf-8')
+    # an empty favicon: browsers otherwise ask the server for /favicon.ico (a 404 in the console)
+    (d/'head.html').write_text(f'<link rel="icon" href="data:,">\n<style>\n{CSS}</style>\n', encoding='utf-8')
     (d/'before.html').write_text(before_body, encoding='utf-8')
+    (d/'after.html').write_text(after_body, encoding='utf-8')
     subprocess.run([pypandoc.get_pandoc_path(), 'page.md', '-o', str(Path(html).resolve()),
-                    '-f', 'markdown-implicit_figures', '-t', 'html5', '--standalone', '--embed-resources',
-                    '--mathml', '--toc', '--toc-depth=2', '-H', 'head.html', '-B', 'before.html'],
+                    '-f', 'markdown-implicit_figures', '-t', 'html5', '--standalone', '--katex=katex/',
+                    '--toc', '--toc-depth=2', '-H', 'head.html', '-B', 'before.html', '-A', 'after.html'],
                    cwd=d, check=True)
 
-def build_page(stem, out, pages, run=True):
-    "Build `out/<stem>.html`; returns seconds taken"
-    t0, path = time.time(), NBS/f'{stem}.ipynb'
-    nb = execute(path) if run else nbformat.read(path, as_version=4)
-    nb = nbdev_process(nb, path)
+def postprocess(html):
+    "Wide tables scroll inside a wrapper; the contents list stays out of the search index, the subtitle weighs more"
+    html = re.sub(r'<table\b', '<div class="table-scroll"><table', html).replace('</table>', '</table></div>')
+    html = html.replace('<p class="subtitle"', '<p class="subtitle" data-pagefind-weight="5"')  # the page's summary
+    return html.replace('<nav id="TOC"', '<nav id="TOC" data-pagefind-ignore="all"')
+
+def build_page(stem, out, nbs=NBS):
+    "Build `out/<stem>.html` from the saved outputs of `nbs/<stem>.ipynb` (nothing is executed); returns seconds"
+    t0, path = time.time(), Path(nbs)/f'{stem}.ipynb'
+    nbdev.showdoc.BasicMarkdownRenderer = SiteRenderer  # this worker process builds this one page
+    order = page_stems(nbs=nbs)
+    titles = {s: page_title(s, nbs) for s in order}
+    nb = nbdev_process(nbformat.read(path, as_version=4), path)
     fm = nb.frontmatter_
     md, figures = to_markdown(nb, site_link)
-    with tempfile.TemporaryDirectory() as tmp:
-        pandoc(md, figures, Path(out)/f'{stem}.html', fm.get('title', stem), fm.get('description', ''),
-               sidebar(pages, stem), tmp)
+    figdir = Path(out)/'figures'/stem
+    shutil.rmtree(figdir, ignore_errors=True)
+    for name, data in figures.items():
+        figdir.mkdir(parents=True, exist_ok=True); (figdir/name).write_bytes(data)
+        md = md.replace(f']({name})', f'](figures/{stem}/{name})')
+    title = plain(fm.get('title', stem))
+    meta = {'title': fm.get('title', stem), 'pagetitle': title + ('' if title == CFG.title else f' – {CFG.title}'),
+            'lang': 'en', 'toc-title': 'On this page', **({'subtitle': fm['description']} if fm.get('description') else {})}
+    src = f'{CFG.git_url}/blob/{CFG.branch}/{CFG.nbs_path}/{stem}.ipynb'
+    after = prev_next(order, titles, stem) + f'<p class="page-source"><a href="{esc(src)}">Page source</a></p>\n' + SEARCH
+    with tempfile.TemporaryDirectory() as tmp: pandoc(md, Path(out)/f'{stem}.html', meta, sidebar(titles, stem), after, tmp)
+    f = Path(out)/f'{stem}.html'
+    f.write_text(postprocess(f.read_text(encoding='utf-8')), encoding='utf-8')
     return time.time() - t0
 
-def build_site(out, only=(), run=True):
-    "Build the pages (all, or the stems in `only`) into `out` in parallel; returns the number of failures"
+def build_site(out, only=(), nbs=NBS):
+    "Build the pages (all, or the stems in `only`) into `out` in parallel, then KaTeX and the search index"
     only = [Path(o).stem for o in only]
-    pages = [(s, page_title(s)) for s in page_stems(only)]
-    todo = only or [s for s, _ in pages]
+    todo = only or page_stems(nbs=nbs)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     if not only:
         for f in out.glob('*.html'): f.unlink()  # drop stale pages
     fails = 0
     # a fresh process per notebook, like nbdev's proc_nbs (nbdev's processing runs notebook code in-process)
     with get_context('spawn').Pool(min(len(todo), os.cpu_count() or 1), maxtasksperchild=1) as pool:
-        jobs = {s: pool.apply_async(build_page, (s, out, pages, run)) for s in todo}
+        jobs = {s: pool.apply_async(build_page, (s, out, nbs)) for s in todo}
         for s, job in jobs.items():
             try: print(f'{s}.html: {job.get():.1f}s', flush=True)
             except Exception as e: fails += 1; print(f'{s}.html FAILED: {type(e).__name__}: {e}', file=sys.stderr)
     fix_anchors(out)
+    install_katex(out)
+    index_search(out)
     return fails
 
 def fix_anchors(out):
@@ -285,6 +435,31 @@ def fix_anchors(out):
     for f in Path(out).glob('*.html'):
         html = f.read_text(encoding='utf-8')
         if (new := re.sub(r'href="([^":/#]+\.html)#([^"]+)"', fix, html)) != html: f.write_text(new, encoding='utf-8')
+
+# ---------------------------------------------------------------- assets: KaTeX and Pagefind
+
+KATEX = '0.19.1'  # pinned; `npm pack` fetches it once into CACHE
+CACHE = Path(os.environ.get('ISOCAL_DOCS_CACHE') or Path.home()/'.cache'/'isocal-docs')
+
+def install_katex(out):
+    "Copy KaTeX's dist (js, css, woff2 fonts) into `out/katex/` from the `npm pack katex@KATEX` tarball in CACHE"
+    tgz = CACHE/f'katex-{KATEX}.tgz'
+    if not tgz.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(['npm', 'pack', '--quiet', f'katex@{KATEX}', '--pack-destination', str(CACHE)], check=True,
+                       stdout=subprocess.DEVNULL)
+    dest = Path(out)/'katex'
+    shutil.rmtree(dest, ignore_errors=True)
+    with tarfile.open(tgz) as t:
+        for m in t.getmembers():
+            rel = m.name.removeprefix('package/dist/')
+            if m.isfile() and (rel in ('katex.min.js', 'katex.min.css') or re.fullmatch(r'fonts/[\w-]+\.woff2', rel)):
+                (dest/rel).parent.mkdir(parents=True, exist_ok=True); (dest/rel).write_bytes(t.extractfile(m).read())
+
+def index_search(out):
+    "Pagefind (PyPI `pagefind[extended]`: its binary ships in a wheel) indexes the pages into `out/pagefind/`"
+    subprocess.run([sys.executable, '-m', 'pagefind', '--site', str(out), '--output-subdir', 'pagefind', '--silent'],
+                   check=True)
 
 # ---------------------------------------------------------------- README
 
@@ -304,7 +479,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--out', default=str(ROOT/'_docs'), help='output folder (default: _docs)')
     p.add_argument('--only', nargs='+', default=[], metavar='NAME', help='build only these notebooks (stems)')
-    p.add_argument('--no-execute', action='store_true', help='do not run the notebooks (no outputs/figures)')
+    p.add_argument('--nbs', default=str(NBS), help='folder of the executed notebooks to build from (default: nbs)')
     p.add_argument('--readme', action='store_true', help='write README.md from nbs/index.ipynb')
     p.add_argument('--check-readme', action='store_true', help='exit 1 (with a diff) if README.md is stale')
     a = p.parse_args(argv)
@@ -318,7 +493,7 @@ def main(argv=None):
         print('README.md is stale: run `python .ci/build_docs.py --readme`', file=sys.stderr)
         return 1
     t0 = time.time()
-    fails = build_site(a.out, a.only, run=not a.no_execute)
+    fails = build_site(a.out, a.only, nbs=a.nbs)
     print(f'{"FAILED" if fails else "built"} in {time.time() - t0:.0f}s -> {a.out}')
     return 1 if fails else 0
 

@@ -516,8 +516,24 @@ def _taylor_term(code, params, wi, rh, rl):
     if rl == 0.0: return 0.0, 0.0
     c = wi * _deriv2(code, params, rh, 0.0) * rl
     if code == _LP: return c, 8.0 * _EPS * abs(c) * (1.0 + abs(params[0] - 2.0))
-    T = _third_bound(code, params, 0.0, 0.0, rh - abs(rl), rh + abs(rl))
+    T = _third_beyond(code, params, abs(rh) - abs(rl), abs(rh) + abs(rl))
     return c, 8.0 * _EPS * abs(c) + 0.5 * abs(wi) * T * rl * rl
+
+@njit(cache=True)
+def _third_beyond(code, params, rmin, rmax):
+    """Bound on |l'''(r)| for rmin <= |r| <= rmax: the saturating losses' third derivative falls off beyond its peak
+    (pseudo-Huber 3q(1+q²)^(-5/2)/δ, peak at q = r/δ = 1/2; log-cosh 2 sech² r tanh r, peak at r = 0.66), so far
+    out it is tiny, where the global bound would swamp the first-order term of a huge residual."""
+    if code == _PSEUDO_HUBER:
+        q = rmin / params[0]
+        if q <= 0.5: return 0.8587 / params[0]
+        return 3.0 * q * (1.0 + q * q) ** -2.5 / params[0] * (1.0 + 1e-9)
+    if code == _LOGCOSH:
+        if rmin <= 0.66: return 0.7699
+        e = np.exp(-2.0 * rmin)                  # sech² = 4e/(1+e)², computed without 1 - tanh² cancelling to 0
+        return 8.0 * e / ((1.0 + e) * (1.0 + e)) * (1.0 + 1e-9)
+    if code == _SQUARED_QUARTIC: return 6.0 * params[0] * rmax
+    return 0.0                                   # squared, expectile: l' is piecewise linear
 
 @njit(cache=True)
 def _hires_sum(code, params, y, w, s, e, z):
@@ -905,7 +921,14 @@ def _target_scale(loss, y):
     if loss.code == _SQUARED_QUARTIC: limit = 300                                    # a r³
     S = _power_of_two_scale(float(np.max(np.abs(y))) if len(y) else 0.0, limit)
     scaled = loss._rescaled(S) if S != 1.0 else None
-    return (loss, 1.0) if scaled is None else (scaled, S)
+    if scaled is None: return loss, 1.0
+    lost = (y / S) * S != y                    # the small targets must survive the division exactly
+    if np.any(lost):
+        raise ValueError(f"`targets` span too wide a range for {loss} in double precision: {float(np.max(np.abs(y))):g} "
+                         f"needs scaling by 2^{int(np.log2(S))} (or its residuals overflow), which would flush target "
+                         f"{float(y[np.flatnonzero(lost)[0]]):g} to (almost) 0; fit the two ranges separately or "
+                         f"rescale them")
+    return scaled, S
 
 def _weight_scale(w):
     "(w / 2^k, 2^k): 2^k = 1 unless the sum of the weights could overflow (weights near 1e308); exact division."

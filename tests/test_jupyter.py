@@ -1,7 +1,7 @@
 """Every notebook runs in a real Jupyter kernel, and JupyterLab starts.
 
 Notebooks are executed with nbclient in the `python3` kernel (cwd nbs/), skipping the cells nbdev_test skips
-(`#| eval: false`, `#| slow` and the other `tst_flags`): the same `execute` the docs build uses.
+(`#| eval: false`, `#| slow` and the other `tst_flags`), with `.ci/run_notebook.py`'s `execute`.
 """
 import importlib.util, json, secrets, socket, subprocess, sys, time, urllib.error, urllib.request
 from pathlib import Path
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location('build_docs', ROOT/'.ci'/'build_docs.py')
+_spec = importlib.util.spec_from_file_location('run_notebook', ROOT/'.ci'/'run_notebook.py')
 bd = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(bd)
 NOTEBOOKS = sorted(p for p in bd.NBS.glob('*.ipynb') if not p.name.startswith('_'))
 

@@ -1,0 +1,43 @@
+"""Execute a notebook the way nbdev_test does, in a real `python3` kernel: `execute(path)` -> executed nbformat node.
+
+Used by tests/test_jupyter.py (every notebook runs in a Jupyter kernel). The docs build does not execute anything:
+it renders the saved outputs (`.ci/notebooks.py run` saves them).
+"""
+import os, tempfile, time
+from pathlib import Path
+
+import nbformat
+from jupyter_client import KernelManager
+from nbclient import NotebookClient
+from nbdev.config import get_config
+from nbdev.process import extract_directives
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS = ROOT/'nbs'
+FLAGS = set(get_config(path=ROOT).get('tst_flags', '').split())
+
+
+def skipped(directives):
+    "Would nbdev_test skip a cell with these nbdev `directives`?"
+    return directives.get('eval:', [''])[0].lower() == 'false' or bool(FLAGS & directives.keys())
+
+
+def execute(path, timeout=1800):
+    "Run notebook `path` in a `python3` kernel with cwd = its folder, skipping the cells nbdev_test skips"
+    nb = nbformat.read(path, as_version=4)
+    for c in nb.cells:
+        if c.cell_type == 'code' and ('nbdev_export' + '(' in c.source or skipped(extract_directives(c, remove=False))):
+            c.metadata.setdefault('tags', []).append('skip-execution')
+    # The kernel inherits our environment; MPLBACKEND (e.g. Agg, set by CI scripts) would override the inline backend
+    # and the notebook would lose its figures.
+    env = {k: v for k, v in os.environ.items() if k != 'MPLBACKEND'}
+    # IPC sockets, not TCP: kernels started side by side (pytest-xdist) cannot race for a port.
+    # The socket path prefix must be absolute: the kernel runs in nbs/, this process elsewhere.
+    sockets = os.path.join(tempfile.gettempdir(), f'isocal-kernel-{os.getpid()}-{time.monotonic_ns()}')
+    km = KernelManager(kernel_name='python3', transport='ipc', ip=sockets)
+    try:
+        NotebookClient(nb, km=km, timeout=timeout, startup_timeout=180,
+                       resources={'metadata': {'path': str(Path(path).parent)}}).execute(env=env)
+    finally:
+        for leftover in Path(sockets).parent.glob(Path(sockets).name + '-*'): leftover.unlink(missing_ok=True)
+    return nb
