@@ -4,13 +4,16 @@
 The site is built from the notebooks' SAVED OUTPUTS: nothing is executed (`python .ci/notebooks.py run` executes
 and saves them). `--nbs DIR` builds from another folder of executed notebooks (e.g. executed copies in a scratch
 directory). Pages: the notebooks listed in nbs/sidebar.yml (index first), then any other notebook not starting
-with `_`. Each page goes through three steps, in a process of its own (2 at a time):
+with `_`. Each page goes through three steps, in a process of its own (one per CPU at a time; on Linux forked from
+the builder after it has imported what the pages import, `preload`, which saves most of a page's time):
 
 1. nbdev processing: `nbdev.processors.FilterDefaults`, the processor list `nbdev_docs` uses (frontmatter,
    add_show_docs + exec_show_docs for the API docs, rm_export/hide_ for export and hide cells, add_links, add_fold,
    clean_show_doc, ...). Changes: exec_show_docs (which re-runs import/export cells in-process) skips the cells
-   nbdev_test skips, and show_doc renders with `SiteRenderer` (real class signatures, own docstrings only,
-   numpydoc sections as lists, public methods, no private names; see its docstring for why nbdev's falls short).
+   nbdev_test skips; `add_constant_docs` gives the public constants of exported cells an entry too; and show_doc
+   renders with `SiteRenderer` (real class signatures, own docstrings only, numpydoc sections as lists of prose,
+   properties and classmethods marked, every member `api_members` names, no private names; see its docstring for
+   why nbdev's falls short). Each API entry is one `<div class="api-entry">` (a <section> in the HTML).
 2. Adapt what nbdev leaves for Quarto (`to_markdown`): the frontmatter raw cell becomes the page title/subtitle; the
    leading `#| key: value` cell options are applied then removed (include/echo/output: false, output: asis,
    code-fold -> <details>, fig-alt/fig-cap); Quarto callouts become blockquotes, other `:::` fenced divs lose their
@@ -21,8 +24,8 @@ with `_`. Each page goes through three steps, in a process of its own (2 at a ti
    `.ci/docs_site.css`, a sidebar in nbs/sidebar.yml's sections (site name, version, source link, search box), a
    table of contents (right-hand column on wide screens), previous/next links and a link to the page's source.
 
-Then the whole site: links to anchors that do not exist point at their page; KaTeX goes to `katex/`; Pagefind
-indexes the pages into `pagefind/`.
+Then the whole site: links to anchors that do not exist point at their page, or, on a private name, are removed;
+KaTeX goes to `katex/`; Pagefind indexes the pages into `pagefind/`.
 
 Mathematics: KaTeX, rendered in the browser from `katex/` (pandoc's `--katex`). pandoc's MathML is cramped in
 Chromium (big operators not enlarged, accents misplaced); KaTeX typesets like JupyterLab's MathJax, is one script
@@ -38,8 +41,10 @@ README.md is stale.
 Add a page: create nbs/NN_name.ipynb whose first markdown cell is `# Title` (optionally `> description`), and list
 it in a section of nbs/sidebar.yml. It becomes _docs/NN_name.html.
 """
-import argparse, difflib, inspect, json, os, re, shutil, subprocess, sys, tarfile, tempfile, time, typing
+import argparse, ast, difflib, importlib, inspect, io, json, os, re, shutil, subprocess, sys, tarfile, tempfile, time
+import pkgutil, tokenize, typing, warnings
 from multiprocessing import get_context
+from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
 import nbformat, pypandoc, yaml
@@ -47,21 +52,28 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbconvert import MarkdownExporter
 from jinja2 import DictLoader
 from traitlets.config import Config
-from execnb.nbio import dict2nb
+from execnb.nbio import dict2nb, mk_cell
 from fastcore.docments import docments
 from nbdev.config import get_config
 from nbdev.doclinks import NbdevLookup
 import nbdev.showdoc
 from nbdev.doclinks import _nbpath2html
 from nbdev.frontmatter import _md2dict
-from nbdev.process import extract_directives
-from nbdev.processors import FilterDefaults, exec_show_docs
+from nbdev.process import Processor, extract_directives
+from nbdev.processors import FilterDefaults, add_show_docs, exec_show_docs
 
 ROOT = Path(__file__).resolve().parent.parent
 NBS = ROOT/'nbs'
 CFG = get_config(path=ROOT)
 FLAGS = set(CFG.get('tst_flags', '').split())
 DOC_URL = CFG.doc_host.rstrip('/') + CFG.doc_baseurl.rstrip('/')  # where nbdev's doc links point
+PKG = CFG.lib_name
+SHOWN = set()  # names the page's notebook documents with show_doc cells of its own (build_page fills it)
+
+def api_div(md):
+    """One API entry's markdown (a heading, the signature, the description) in a `<div class="api-entry">`: an entry
+    is one element of the page (tests/test_docs.py reads each entry's signature and description from it)"""
+    return f'<div class="api-entry">\n\n{md.strip()}\n\n</div>\n\n'
 
 # ---------------------------------------------------------------- pages and titles
 
@@ -103,9 +115,70 @@ class exec_show_docs_noskip(exec_show_docs):
     def __call__(self, cell):
         if not (cell.cell_type == 'code' and skipped(cell.directives_)): return super().__call__(cell)
 
+class add_constant_docs(Processor):
+    """API entries for the public constants of exported cells (names in the module's `__all__` bound by an assignment,
+    which nbdev's add_show_docs leaves out): a markdown cell after the cell with `NAME = <its source>` and the
+    constant's description: the string right after the assignment (an attribute docstring), else the comment ending
+    its line, else `#:` comment lines just above it. Constants shown with show_doc in the notebook are left alone."""
+    def begin(self):
+        cells = self.nb.cells
+        default = next((c.directives_['default_exp'][0] for c in cells if c.cell_type == 'code'
+                        and (c.directives_ or {}).get('default_exp')), None)
+        for cell in reversed(cells):
+            d = (cell.directives_ or {}) if cell.cell_type == 'code' else {}
+            mod = (d.get('export') or d.get('exports') or [default])[0]
+            if not (d.keys() & {'export', 'exports'}) or 'hide' in d or not mod: continue
+            try: names = set(importlib.import_module(f'{PKG}.{mod}').__all__)
+            except (ImportError, AttributeError): continue
+            entries = [self.entry(n, expr, doc) for n, expr, doc in constants(cell.source) if n in names - SHOWN]
+            for md in reversed(entries):
+                new = mk_cell(md, cell_type='markdown'); new.directives_ = {}
+                cells.insert(cell.idx_ + 1, new)
+
+    @staticmethod
+    def entry(name, expr, doc):
+        md = f'### {name}\n\n```python\n{name} = {expr}\n```\n\n' + (SiteRenderer.summary(doc) if doc else '')
+        return '---\n\n' + api_div(md)
+
+def constants(src):
+    "[(name, source of its value, description)] for the module-level assignments in cell source `src`"
+    try: tree = ast.parse(src)
+    except SyntaxError: return []
+    lines, comments = src.splitlines(), {}
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+            if t.type == tokenize.COMMENT: comments[t.start[0]] = (t.start[1], t.string)
+    except (tokenize.TokenError, IndentationError): pass
+    out, body = [], tree.body
+    for i, st in enumerate(body):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1: target, value = st.targets[0], st.value
+        elif isinstance(st, ast.AnnAssign) and st.value is not None: target, value = st.target, st.value
+        else: continue
+        if isinstance(target, ast.Name): pairs = [(target, value)]
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+        else: continue
+        doc = ''
+        nxt = body[i + 1] if i + 1 < len(body) else None
+        if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+            doc = inspect.cleandoc(nxt.value.value)
+        elif (c := comments.get(st.end_lineno)) and lines[st.end_lineno - 1][:c[0]].strip():  # at the end of the line
+            doc = c[1].lstrip('#:').strip()
+        else:
+            above, j = [], st.lineno - 1
+            while j >= 1 and lines[j - 1].lstrip().startswith('#:'):
+                above.insert(0, lines[j - 1].lstrip()[2:].strip()); j -= 1
+            doc = ' '.join(above)
+        out += [(t.id, ast.get_source_segment(src, v), doc) for t, v in pairs
+                if isinstance(t, ast.Name) and t.id[0] != '_']
+    return out
+
 class DocsFilter(FilterDefaults):
-    "nbdev's docs processors (settings.ini `procs`/`skip_procs` still apply) with `exec_show_docs_noskip`"
-    def base_procs(self): return [exec_show_docs_noskip if p is exec_show_docs else p for p in super().base_procs()]
+    """nbdev's docs processors (settings.ini `procs`/`skip_procs` still apply) with `exec_show_docs_noskip`, and
+    `add_constant_docs` after nbdev's add_show_docs"""
+    def base_procs(self):
+        procs = [exec_show_docs_noskip if p is exec_show_docs else p for p in super().base_procs()]
+        return procs[:procs.index(add_show_docs) + 1] + [add_constant_docs] + procs[procs.index(add_show_docs) + 1:]
 
 def nbdev_process(nb, path):
     "Run nbdev's processors on nbformat notebook `nb` read from `path`; returns execnb's notebook (`.frontmatter_`)"
@@ -125,17 +198,37 @@ def nbdev_process(nb, path):
 # ---------------------------------------------------------------- API reference (show_doc) for the site
 
 def numpydoc_md(doc):
-    "A numpydoc docstring as markdown: section titles bold (not headings), `name : type` entries as a list"
+    """A numpydoc docstring as markdown: section titles bold (not headings); in the list sections each entry one list
+    item of prose: `name : type` with an indented description gives "`name` (type): description" (the description's
+    lines, and paragraphs, joined), `name : text` alone, or whose text goes on in indented lines (an open bracket or
+    quote), gives "`name`: text"; `a, b : ...` names both; a sentence after the entries ends the list"""
     lines, out, i, listing = doc.splitlines(), [], 0, False
+    indented = lambda j: j < len(lines) and lines[j][:1].isspace() and lines[j].strip()
     while i < len(lines):
         line = lines[i]
         if i + 1 < len(lines) and re.fullmatch(r'-{3,}', lines[i + 1].strip()) and line.strip():
             out += ['', f'**{line.strip()}**', '']; listing = line.strip() in _LIST_SECTIONS; i += 2; continue
+        if listing and line.strip() and not line[:1].isspace() and ' : ' not in line and \
+                (len(line.split()) > 5 or line.rstrip()[-1] in '.,;:'):
+            listing = False  # a sentence, not an entry: the section's list has ended
+            if out and out[-1].strip(): out.append('')
         if listing and line.strip() and not line[:1].isspace():
-            name, _, typ = line.partition(' : ')
-            out.append(f'- `{name.strip()}`' + (f' ({typ.strip()})' if typ else '') + ':')
-        elif listing and line.strip(): out[-1] += ' ' + line.strip()  # the entry's description, as prose
-        else: out.append(line)
+            name, _, typ = (p.strip() for p in line.partition(' : '))
+            desc, i = [], i + 1
+            while indented(i) or i < len(lines) and not lines[i].strip() and indented(i + 1):  # blank lines inside
+                if lines[i].strip(): desc.append(lines[i].strip())
+                i += 1
+            parts = [n.strip() for n in name.split(',')]
+            names = ', '.join(f'`{n}`' for n in parts) if all(re.fullmatch(r'\*{0,2}\w+', n) for n in parts) \
+                else f'`{name}`'
+            unclosed = any(typ.count(a) != typ.count(b) for a, b in ('()', '[]', '{}')) or typ.count('"') % 2
+            if typ and desc and unclosed:
+                desc, typ = [typ] + desc, ''  # "name : text" whose text goes on in the indented lines: all description
+            out.append(f'- {names} ({typ}): {" ".join(desc)}' if desc and typ else
+                       f'- {names}: {" ".join(desc) or typ}' if desc or typ else f'- {names}')
+            continue
+        if listing and not line.strip(): i += 1; continue  # a tight list: blank lines between entries dropped
+        out.append(line)
         i += 1
     return '\n'.join(out)
 
@@ -161,31 +254,93 @@ def _params(sig):
         if p.kind is p.POSITIONAL_ONLY and (j + 1 == len(ps) or ps[j + 1].kind is not p.POSITIONAL_ONLY): out.append('/')
     return out
 
+def _is_pkg(obj):
+    """Is `obj` (a class or function) isocal's own code? Its module is isocal's, or `__main__`: nbdev's exec_show_docs
+    runs a notebook's exported cells in an IPython namespace, so the classes show_doc sees are defined there"""
+    mod = getattr(obj, '__module__', None) or ''
+    return mod == '__main__' or mod.split('.')[0] == PKG
+
+def is_public_class(c):
+    "A class isocal defines and lists in its module's `__all__` (any class without `_` when defined by a notebook)"
+    if not _is_pkg(c) or c.__name__.startswith('_'): return False
+    return c.__module__ == '__main__' or c.__name__ in getattr(sys.modules.get(c.__module__), '__all__', ())
+
+def _code(v):
+    "The function behind class attribute `v` (a property's getter, a classmethod's or staticmethod's function), or None"
+    f = v.fget if isinstance(v, property) else v.__func__ if isinstance(v, (classmethod, staticmethod)) else v
+    return f if inspect.isfunction(f) else None
+
+def _kind(v):
+    "How class attribute `v` is marked in its signature: 'property', 'classmethod', 'staticmethod' or ''"
+    if isinstance(v, property): return 'property'
+    return type(v).__name__ if isinstance(v, (classmethod, staticmethod)) else ''
+
+def api_members(cls):
+    """The public members of class `cls` the API reference documents: [(entry name, owner class, raw member)].
+
+    The rule, in one place (the site renders an entry for each; tests/test_docs.py requires one):
+    - the name does not start with `_`;
+    - the first class of `cls.__mro__` whose namespace has the name (its owner) is one isocal defines;
+    - the member is a function, classmethod, staticmethod or property whose code is isocal's.
+    So these are left out: what `cls` inherits from scikit-learn (BaseEstimator's `get_params`/`set_params`, the
+    mixins' `fit_transform`, `set_output`, `score`, `get_metadata_routing`), from tuple, dict or Exception; the
+    `set_*_request` methods scikit-learn's metadata routing generates (descriptors, not functions); and data
+    attributes (class constants, NamedTuple fields), which the class's own docstring describes.
+    The entry name is `Owner.name` when the owner is a public isocal class (a member inherited from one, such as
+    `Portable.save`, is documented there), else `cls.name` (a member of `cls`, or of a private base of it)."""
+    out = []
+    for k in dict.fromkeys(k for c in cls.__mro__ for k in vars(c)):  # own ones in definition order, then the bases'
+        if k.startswith('_'): continue
+        owner = next((c for c in cls.__mro__ if k in vars(c)), None)
+        if owner is None or not _is_pkg(owner): continue
+        v = vars(owner)[k]
+        if (f := _code(v)) is None or not _is_pkg(f): continue
+        out.append((f'{(owner if owner is not cls and is_public_class(owner) else cls).__name__}.{k}', owner, v))
+    return out
+
+def member_doc(cls, k, v):
+    """Docstring of member `k` (raw value `v`) of `cls`: its own, else that of the member it overrides in a base class
+    isocal defines (as `inspect.getdoc` does, without scikit-learn's or the builtins' docstrings)"""
+    for c in cls.__mro__:
+        if not _is_pkg(c) or k not in vars(c): continue
+        w = vars(c)[k]
+        d = w.__doc__ if isinstance(w, property) else getattr(_code(w), '__doc__', None)
+        if isinstance(d, str) and d.strip(): return inspect.cleandoc(d)
+    return ''
+
 class SiteRenderer:
     """nbdev's show_doc renderer, for the site (README keeps nbdev's): nbdev 2.4/fastcore take a class's signature
     from `__init__`, so a class without its own (`VennAbers`, a NamedTuple such as `AumResult`, a dict subclass
     such as `IsotonicResult`) shows `(*args, **kwargs)`, and a function without a docstring gets `__call__`'s "Call
     self as a function". Here: `inspect.signature` of the object itself (a class it cannot read shows its bases),
-    the object's own docstring only, parameter comments as a list under the code, the public methods of a class,
-    and nothing for private names (`__getattr__`)."""
+    the object's own docstring only, parameter comments as a list under the code, and for a class its public API
+    members (`api_members`: properties as `property C.p: T`, classmethods marked; an override without a docstring
+    keeps the one it overrides; members the notebook shows with show_doc of its own are left to that cell; members
+    inherited from another public class are listed with a link), and nothing for private names (`__getattr__`)."""
     def __init__(self, sym, name=None, title_level=3):
         self.sym, self.level = sym, title_level
-        self.nm = name or getattr(sym, '__qualname__', None) or getattr(sym, '__name__', repr(sym))
+        f = sym.fget if isinstance(sym, property) else sym  # a property has no name of its own
+        self.nm = name or getattr(f, '__qualname__', None) or getattr(f, '__name__', None) or repr(sym)
 
     @staticmethod
-    def signature(sym, nm):
-        "Code line(s) for `sym` called `nm`: `def f(a: int = 1) -> T` or `Cls(a, b)`; wrapped one parameter a line"
+    def signature(sym, nm, kind=''):
+        """Code line(s) for `sym` called `nm`: `def f(a: int = 1) -> T`, `Cls(a, b)`, `property Cls.p: T` (`kind`
+        'property', `sym` its getter) or `@classmethod`/`@staticmethod` (`kind`) above the def; wrapped one parameter
+        a line when long"""
         try: sig = inspect.signature(sym, eval_str=False)
         except (ValueError, TypeError):
             if isinstance(sym, type): return f'class {nm}({", ".join(b.__name__ for b in sym.__bases__)})'
             return nm
-        pre = '' if isinstance(sym, type) else 'async def ' if inspect.iscoroutinefunction(sym) else 'def '
         ret = '' if isinstance(sym, type) or sig.return_annotation is inspect.Signature.empty else \
-              ' -> ' + _anno(sig.return_annotation)
+              _anno(sig.return_annotation)
+        if kind == 'property': return f'property {nm}' + (f': {ret}' if ret else '')
+        pre = '' if isinstance(sym, type) else 'async def ' if inspect.iscoroutinefunction(sym) else 'def '
+        deco = f'@{kind}\n' if kind else ''
+        ret = f' -> {ret}' if ret else ''
         params = _params(sig)
-        if '.' in nm and params and params[0] in ('self', 'cls'): params = params[1:]  # a method
+        if '.' in nm and kind != 'staticmethod' and params and params[0] in ('self', 'cls'): params = params[1:]
         one = f'{pre}{nm}({", ".join(params)}){ret}'
-        return one if len(one) <= 88 else f'{pre}{nm}(\n' + ''.join(f'    {p},\n' for p in params) + f'){ret}'
+        return deco + (one if len(one) <= 88 else f'{pre}{nm}(\n' + ''.join(f'    {p},\n' for p in params) + f'){ret}')
 
     @staticmethod
     def param_docs(sym):
@@ -196,29 +351,67 @@ class SiteRenderer:
         if (r := dm.get('return', {})).get('docment'): rows.append('- returns: ' + ' '.join(r['docment'].split()))
         return '\n'.join(rows)
 
-    def entry(self, sym, nm, level):
-        doc = inspect.cleandoc(sym.__doc__) if isinstance(getattr(sym, '__doc__', None), str) and \
-            (isinstance(sym, type) and '__doc__' in vars(sym) or not isinstance(sym, type)) else ''
-        if doc and doc == inspect.cleandoc(type(sym).__doc__ or ''): doc = ''  # inherited from the object's type
-        md = f'{"#" * level} {nm}\n\n```python\n{self.signature(sym, nm)}\n```\n\n'
-        if doc: md += numpydoc_md(re.sub(r'^(\s*)(.+)', r'\1*\2*', doc, count=1)) + '\n\n'
-        if re.search(r'^\s*Parameters\s*\n\s*---', doc, re.M): return md  # numpydoc lists them already
-        return md + (pd + '\n\n' if (pd := self.param_docs(sym)) else '')
+    @staticmethod
+    def summary(doc):
+        """`doc` with its first paragraph in italics: raw <em> tags, not `*`, which would pair with an asterisk of
+        the text (`L*(D)`) and leave a stray one"""
+        lines, n = doc.splitlines(), 0
+        while n < len(lines) and lines[n].strip() and not (n + 1 < len(lines) and re.fullmatch(r'\s*-{3,}\s*', lines[n + 1])):
+            n += 1  # the first paragraph ends at a blank line or a numpydoc section title
+        first = ' '.join(l.strip() for l in lines[:n])
+        return f'<em>{first}</em>\n' + '\n'.join(lines[n:]) if first else doc
+
+    def entry(self, sym, nm, level, doc=None, kind='', extra=''):
+        "One API entry (`api_div`): heading, signature, docstring (numpydoc lists), parameter comments, `extra`"
+        if doc is None:
+            doc = inspect.cleandoc(sym.__doc__) if isinstance(getattr(sym, '__doc__', None), str) and \
+                (isinstance(sym, type) and '__doc__' in vars(sym) or not isinstance(sym, type)) else ''
+            if doc and doc == inspect.cleandoc(type(sym).__doc__ or ''): doc = ''  # inherited from the object's type
+        md = f'{"#" * level} {nm}\n\n```python\n{self.signature(sym, nm, kind)}\n```\n\n'
+        if doc: md += numpydoc_md(self.summary(doc)) + '\n\n'
+        # parameter comments, unless numpydoc sections list them (fastcore's docments also reads those: a second list)
+        sections = re.search(r'^\s*\w[\w ]*\n\s*-{3,}\s*$', doc, re.M)
+        if not (sections or kind == 'property') and (pd := self.param_docs(sym)):
+            md += pd + '\n\n'
+        return api_div(md + extra)
 
     def methods(self):
-        "The public methods and properties a class defines itself"
-        out = ''
-        for k, v in vars(self.sym).items():
-            if k.startswith('_'): continue
-            f = v.fget if isinstance(v, property) else v.__func__ if isinstance(v, (classmethod, staticmethod)) else v
-            if inspect.isfunction(f): out += self.entry(f, f'{self.nm}.{k}', self.level + 1)
-        return out
+        "(entries for the class's `api_members`, a line naming those documented with a public base class)"
+        out, inherited = '', {}
+        for name, owner, v in api_members(self.sym):
+            cls_nm, k = name.rsplit('.', 1)
+            if cls_nm != self.sym.__name__: inherited.setdefault(cls_nm, []).append(name); continue
+            nm = f'{self.nm}.{k}'
+            if nm in SHOWN or name in SHOWN: continue  # the notebook shows it where its prose is
+            out += self.entry(_code(v), nm, self.level + 1, member_doc(self.sym, k, v), _kind(v))
+        # backticked names: nbdev's add_links links them to their entries
+        return out, ''.join(f'Inherited from `{base}`: ' + ', '.join(f'`{n}`' for n in names) + '\n\n'
+                            for base, names in inherited.items())
+
+    def member(self):
+        "(class, name, raw member) when `sym` is a method, property or classmethod shown on its own, else None"
+        f = self.sym.fget if isinstance(self.sym, property) else getattr(self.sym, '__func__', self.sym)
+        qual = getattr(f, '__qualname__', '')
+        if not inspect.isfunction(f) or '.' not in qual: return None
+        cls = sys.modules.get(f.__module__)
+        for part in qual.split('.')[:-1]: cls = getattr(cls, part, None)  # a `<locals>` part gives None
+        if not isinstance(cls, type): return None
+        # by identity: a property made with property(lambda self: ...) has a getter named `<lambda>`
+        k = next((k for k, v in vars(cls).items() if v is self.sym or _code(v) is f), None)
+        return (cls, k, vars(cls)[k]) if k else None
 
     def _repr_markdown_(self):
+        m = self.member()
+        if m and self.nm == getattr(_code(m[2]), '__qualname__', None): self.nm = f'{m[0].__name__}.{m[1]}'
         if self.nm.rsplit('.', 1)[-1].startswith('_'): return ''
-        src = NbdevLookup().code(f"{getattr(self.sym, '__module__', '')}.{getattr(self.sym, '__qualname__', self.nm)}")
+        f = self.sym.fget if isinstance(self.sym, property) else self.sym
+        src = NbdevLookup().code(f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', self.nm)}")
         head = '---\n\n' + (f'[source]({src})\n\n' if src and not src.endswith('#LNone') else '')
-        return head + self.entry(self.sym, self.nm, self.level) + (self.methods() if isinstance(self.sym, type) else '')
+        if m:  # a method or property shown on its own: as in its class's entry
+            cls, k, v = m
+            return head + self.entry(_code(v), self.nm, self.level, member_doc(cls, k, v), _kind(v))
+        members, inherited = self.methods() if isinstance(self.sym, type) else ('', '')
+        return head + self.entry(self.sym, self.nm, self.level, extra=inherited) + members
 
 # ---------------------------------------------------------------- 2. adapt Quarto leftovers
 
@@ -390,7 +583,10 @@ def build_page(stem, out, nbs=NBS):
     nbdev.showdoc.BasicMarkdownRenderer = SiteRenderer  # this worker process builds this one page
     order = page_stems(nbs=nbs)
     titles = {s: page_title(s, nbs) for s in order}
-    nb = nbdev_process(nbformat.read(path, as_version=4), path)
+    nb = nbformat.read(path, as_version=4)
+    code = '\n'.join(c.source for c in nb.cells if c.cell_type == 'code')
+    SHOWN.clear(); SHOWN.update(re.findall(r'\bshow_doc\(\s*([\w.]+)', code))
+    nb = nbdev_process(nb, path)
     fm = nb.frontmatter_
     md, figures = to_markdown(nb, site_link)
     figdir = Path(out)/'figures'/stem
@@ -408,33 +604,82 @@ def build_page(stem, out, nbs=NBS):
     f.write_text(postprocess(f.read_text(encoding='utf-8')), encoding='utf-8')
     return time.time() - t0
 
+def preload(stems, nbs=NBS):
+    """Import, in the building process, what the pages' nbdev processing imports (isocal's modules and the modules
+    the notebooks' cells import), so that each forked page worker finds them loaded: importing scikit-learn, Numba
+    and pandas afresh took most of each page's time. A module that fails to import is left to the page to report"""
+    mods = {f'{PKG}.{m.name}' for m in pkgutil.iter_modules([str(ROOT/PKG)]) if not m.name.startswith('_')}
+    for stem in stems:
+        for c in nbformat.read(Path(nbs)/f'{stem}.ipynb', as_version=4).cells:
+            if c.cell_type != 'code': continue
+            try: tree = ast.parse(c.source)
+            except SyntaxError: continue  # cell magics
+            for n in tree.body:  # the imports a cell runs (exec_show_docs runs every cell with one), not functions'
+                if isinstance(n, ast.Import): mods.update(a.name for a in n.names)
+                elif isinstance(n, ast.ImportFrom) and n.module and not n.level: mods.add(n.module)
+    t0 = time.time()
+    for m in sorted(mods - set(sys.modules)):
+        try:
+            with warnings.catch_warnings(): warnings.simplefilter('ignore'); importlib.import_module(m)
+        except Exception: pass  # the page's own processing reports it
+    return time.time() - t0
+
+def _page_worker(conn, stem, out, nbs):
+    "Build one page in this (forked or spawned) process and send back ('ok', seconds) or ('error', message)"
+    try: conn.send(('ok', build_page(stem, out, nbs)))
+    except BaseException as e: conn.send(('error', f'{type(e).__name__}: {e}'))
+    finally: conn.close()
+
 def build_site(out, only=(), nbs=NBS):
-    "Build the pages (all, or the stems in `only`) into `out` in parallel, then KaTeX and the search index"
+    """Build the pages (all, or the stems in `only`) into `out` in parallel, then KaTeX and the search index.
+
+    A fresh process per page, like nbdev's proc_nbs (nbdev's processing runs notebook code in-process), as many at a
+    time as there are CPUs. On Linux the workers are forked from this process after `preload` (from its only thread:
+    no pool threads exist when it forks), elsewhere spawned."""
     only = [Path(o).stem for o in only]
     todo = only or page_stems(nbs=nbs)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     if not only:
         for f in out.glob('*.html'): f.unlink()  # drop stale pages
-    fails = 0
-    # a fresh process per notebook, like nbdev's proc_nbs (nbdev's processing runs notebook code in-process)
-    with get_context('spawn').Pool(min(len(todo), os.cpu_count() or 1), maxtasksperchild=1) as pool:
-        jobs = {s: pool.apply_async(build_page, (s, out, nbs)) for s in todo}
-        for s, job in jobs.items():
-            try: print(f'{s}.html: {job.get():.1f}s', flush=True)
-            except Exception as e: fails += 1; print(f'{s}.html FAILED: {type(e).__name__}: {e}', file=sys.stderr)
+    ctx = get_context('fork' if sys.platform.startswith('linux') else 'spawn')
+    if ctx.get_start_method() == 'fork': print(f'preloaded modules in {preload(todo, nbs):.1f}s', flush=True)
+    fails, queue, running = 0, list(todo), {}
+    try:
+        while queue or running:
+            while queue and len(running) < min(len(todo), os.cpu_count() or 1):
+                stem = queue.pop(0)
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_page_worker, args=(send, stem, out, nbs))
+                proc.start(); send.close()
+                running[recv] = (stem, proc)
+            for recv in mp_wait(list(running)):
+                stem, proc = running.pop(recv)
+                try: status, value = recv.recv()
+                except EOFError: proc.join(); status, value = 'error', f'its process died (exit code {proc.exitcode})'
+                proc.join(); recv.close()
+                if status == 'ok': print(f'{stem}.html: {value:.1f}s', flush=True)
+                else: fails += 1; print(f'{stem}.html FAILED: {value}', file=sys.stderr, flush=True)
+    finally:
+        for _, proc in running.values(): proc.terminate(); proc.join()
     fix_anchors(out)
     install_katex(out)
     index_search(out)
     return fails
 
 def fix_anchors(out):
-    """Point links to a missing `page.html#anchor` at the page: nbdev's add_links links every backticked name in
-    its index, private and method names included, which have no show_doc heading unless shown explicitly"""
+    """Links to a missing `page.html#anchor`: nbdev's add_links links every backticked name in its index, private names
+    (`_pool`, `__getattr__`) included, which have no API entry. A private name (a dotted part starting with `_`) loses
+    its link, keeping its text; a public one (an entry the page does not have) points at its page"""
     ids = {f.name: set(re.findall(r' id="([^"]+)"', f.read_text(encoding='utf-8'))) for f in Path(out).glob('*.html')}
-    def fix(m): return m[0] if m[2] in ids.get(m[1], {m[2]}) else f'href="{m[1]}"'
+    def fix(m):
+        page, anchor, attrs, text = m[1], m[2], m[3], m[4]
+        if anchor in ids.get(page, {anchor}): return m[0]
+        if any(part.startswith('_') for part in anchor.split('.')): return text
+        return f'<a href="{page}"{attrs}>{text}</a>'
     for f in Path(out).glob('*.html'):
         html = f.read_text(encoding='utf-8')
-        if (new := re.sub(r'href="([^":/#]+\.html)#([^"]+)"', fix, html)) != html: f.write_text(new, encoding='utf-8')
+        new = re.sub(r'<a\s+href="([^":/#]+\.html)#([^"]+)"([^>]*)>(.*?)</a>', fix, html, flags=re.S)
+        if new != html: f.write_text(new, encoding='utf-8')
 
 # ---------------------------------------------------------------- assets: KaTeX and Pagefind
 

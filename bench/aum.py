@@ -14,6 +14,12 @@ d. Rows of 'first_min' from random starting weights against B; the growth expone
    (the reference's grew roughly as B^2.2); sizes stop at 8000 since the count grows like B^2.
 e. First call in fresh subprocesses: cold (empty NUMBA_CACHE_DIR: compile) and warm (cached) — the time of
    `import isocal.aum` plus one small line search and one aum().
+f. One gradient-descent step at B = 5,000 (--quick: 2,000) from random weights: the step rule as the descent runs it now (one
+   `_descent_search` call, reusing the gradient's sort) against the per-call path it used before
+   (`aum_line_search` + `_decreases`: checks, lines in NumPy, a fresh sort, the full table), for 'linear' and
+   'first_min', and the default 25-point grid step; crossings visited per search.
+g. Time against B and I (Section 4.4, O((B + I) log B)): B grows with I = B rows, then I grows at B = 10,000;
+   log-log slopes of the time and of (B + I) log B itself over the same points.
 """
 from __future__ import annotations
 
@@ -28,7 +34,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from isocal.aum import aum_gradient, aum_line_search, binary_breakpoints  # noqa: E402
+from isocal.aum import (_aum_sorted, _check_stop, _choose_step, _decreases, aum_gradient, aum_line_search,  # noqa: E402
+                        aum_line_search_lines, binary_breakpoints)
 
 LINEAR_TARGET = 40.0
 GRADIENT_TARGET = 3.0
@@ -84,6 +91,45 @@ def first_call(cache_dir=None):
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def descent_step(B, repeat):
+    "f: seconds per step rule at one iterate, now (one call) and on the old per-call path; crossings visited."
+    X, y, w = binary_data(B, seed=4)
+    bp = binary_breakpoints(y)
+    pred = X @ w
+    r, _, _, order = _aum_sorted(bp, pred)
+    direction = -(X.T @ (0.5 * (r.left + r.right)))
+    grid = np.logspace(-4, 2, 25)
+    out = {}
+    for method in ('linear', 'first_min'):
+        now, res = best_time(lambda: _choose_step(method, bp, X, w, direction, None, 0.1, grid, None, pred, order),
+                             repeat)
+        old, ref = best_time(lambda: (lambda q: (q, _decreases(q)))(
+            aum_line_search(bp, X, w, direction, stop=method)), repeat)
+        assert res[0] == ref[0].step
+        out[method] = dict(now=now, old=old, crossings=int(res[2]))
+    out['grid'] = dict(now=best_time(lambda: _choose_step('grid', bp, X, w, direction, None, 0.1, grid, None, pred,
+                                                          order), repeat)[0])
+    return out
+
+
+def bound_sweep(Bs, B_fixed, Is, repeat):
+    "g: (B, I, seconds) of `aum_line_search_lines(stop=I + 1)` on B random lines, and the fitted log-log slopes."
+    def one(B, I):
+        rng = np.random.default_rng(0)
+        e, d = rng.standard_normal(B), rng.standard_normal(B)
+        neg = rng.random(B) < 0.5
+        t, r = best_time(lambda: aum_line_search_lines(e, d, np.where(neg, 1.0, 0.0), np.where(neg, 0.0, -1.0),
+                                                       stop=int(I) + 1), repeat)
+        return B, len(r) - 1, t
+    sweeps = {'B (I = B)': [one(B, B) for B in Bs], f'I (B = {B_fixed:,})': [one(B_fixed, I) for I in Is]}
+    slopes = {}
+    for name, pts in sweeps.items():
+        B, I, t = map(np.array, zip(*pts))
+        x = np.log(B if name.startswith('B') else I)
+        slopes[name] = (float(np.polyfit(x, np.log(t), 1)[0]), float(np.polyfit(x, np.log((B + I) * np.log(B)), 1)[0]))
+    return sweeps, slopes
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true')
@@ -117,12 +163,20 @@ def main():
             rows.append((len(r), int(r.intersections.sum()), time.perf_counter() - t))
         fm.append((n, float(np.mean([r[0] for r in rows])), float(np.mean([r[1] for r in rows])),
                    float(np.mean([r[2] for r in rows]))))
-    slope = float(np.polyfit(np.log([f[0] for f in fm]), np.log([f[2] for f in fm]), 1)[0])
+    slope = float(np.polyfit(np.log([f[0] for f in fm]), np.log([f[1] for f in fm]), 1)[0])
     results.update(first_min=fm, first_min_exponent=slope)
 
     with tempfile.TemporaryDirectory() as cache:
         results['first_call_cold'] = first_call(cache)
     results['first_call_warm'] = first_call()
+
+    results['descent_step'] = descent_step(2_000 if args.quick else 5_000, args.repeat)
+    if args.quick:
+        sweeps, slopes = bound_sweep((1_000, 3_000, 10_000, 30_000), 3_000, (3_000, 10_000, 30_000, 100_000), args.repeat)
+    else:
+        sweeps, slopes = bound_sweep((10_000, 30_000, 100_000, 300_000, 1_000_000), 10_000,
+                                     (10_000, 30_000, 100_000, 300_000, 1_000_000), args.repeat)
+    results.update(bound_sweeps={k: [list(map(float, p)) for p in v] for k, v in sweeps.items()}, bound_slopes=slopes)
 
     ok = lambda r, t: 'PASS' if r <= t else 'MISS'
     print(f"isocal.aum benchmark (B = {B:,}, 10 features, best of {args.repeat})")
@@ -137,9 +191,19 @@ def main():
     print("d. first_min from random starts (3 seeds):  B, rows, crossings, seconds")
     for n, rows, ev, sec in fm:
         print(f"   {n:>8,d} {rows:12,.0f} {ev:14,.0f} {sec:9.3f}")
-    print(f"   growth exponent of crossings vs B: {slope:.2f} (reference ≈ 2.2)")
+    print(f"   growth exponent of rows vs B: {slope:.2f} (reference ≈ 2.2)")
     print(f"e. first call (import + small line search + aum): cold {results['first_call_cold']:.1f} s, "
           f"warm cache {results['first_call_warm']:.2f} s")
+    ds = results['descent_step']
+    print(f"f. one descent step from random weights (B = {2_000 if args.quick else 5_000:,}): step rule, ms now / "
+          "before (per-call path), crossings")
+    for m in ('linear', 'first_min'):
+        print(f"   {m:10s} {1e3 * ds[m]['now']:9.2f} {1e3 * ds[m]['old']:9.2f}   {ds[m]['crossings']:,}")
+    print(f"   {'grid (25)':10s} {1e3 * ds['grid']['now']:9.2f}")
+    print("g. time against B and I: sweep, points (B, I, seconds), log-log slope measured / of (B + I) log B")
+    for name, pts in sweeps.items():
+        print(f"   {name:16s} " + ' '.join(f"({b:,}, {i:,}, {t:.3f})" for b, i, t in pts))
+        print(f"   {'':16s} slope {slopes[name][0]:.2f} / {slopes[name][1]:.2f}")
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)

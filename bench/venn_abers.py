@@ -15,9 +15,16 @@ c. predict alone, m = 1e7 test scores into a fitted IVAP on k = 1e5 (its k' dist
 d. CVAP with 5 folds on k = 1e6 (5 IVAPs on the out-of-fold scores, m = 1e5 test scores per fold model, merged) vs
    IVAP fit + predict on k = 1e6, m = 1e5. Target: <= 6x.
 e. First call: the cold Numba compile of fit + predict (NUMBA_CACHE_DIR pointed at an empty directory, in a fresh
-   subprocess) and the first call with a warm cache; peak extra resident memory of a k = 1e6 fit + predict in a
-   subprocess (Linux: the peak VmHWM is reset through /proc/self/clear_refs just before; Numba's allocations are
-   invisible to tracemalloc).
+   subprocess) and the first call with a warm cache, both on unsorted scores (the path real data takes: before, on
+   sorted ones, the k = 1e6 fit below compiled the unsorted path inside its memory measurement); peak extra
+   resident memory of a k = 1e6 fit + predict in a subprocess (Linux: the peak VmHWM is reset through
+   /proc/self/clear_refs just before).
+f. Memory of `VennAbers().fit(s, y)` alone at k = 1e5 and 1e6 (float64 scores, int64 labels as in row e), each in a
+   fresh subprocess, in "arrays of k" (one array = 8k bytes): the traced peak (tracemalloc, which sees NumPy's
+   buffers and, with this Numba, its runtime's arrays too), what the fitted object keeps, the extra resident peak
+   (VmHWM, measured first, without tracemalloc), and the best of 3 fit times. Target: traced peak <= 5 arrays.
+   `--before FILE` adds the same rows for an older copy of isocal/venn_abers.py (e.g. saved with
+   `git show HEAD:isocal/venn_abers.py > /tmp/venn_abers_before.py`), imported from FILE inside the isocal package.
 
 --quick shrinks the sizes by 10x (and times venn-abers on k = 1e4) for a smoke run.
 """
@@ -37,6 +44,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 VA_TARGET, ARGSORT_TARGET, SEARCH_TARGET, CVAP_TARGET = 200.0, 4.0, 2.0, 6.0
+MEMORY_TARGET = 5.0       # arrays of k, traced peak of a fit
 
 
 def sharp_data(k, seed=0, steepness=20.0):
@@ -124,7 +132,8 @@ _first_nonfinite(np.zeros(1))     # a trivial cached kernel: numba's own first-c
 t1 = time.perf_counter()
 from isocal.venn_abers import VennAbers
 t2 = time.perf_counter()
-VennAbers().fit(np.array([0.1, 0.2, 0.3]), np.array([0, 1, 1])).predict_proba(np.array([0.15]))
+# unsorted scores: the path real data takes, so the k = 1e6 fit below compiles nothing
+VennAbers().fit(np.array([0.3, 0.1, 0.2]), np.array([1, 0, 1])).predict_proba(np.array([0.15]))
 t3 = time.perf_counter()
 k = int(sys.argv[1])
 extra = 0.0
@@ -164,11 +173,76 @@ def first_call(k_mem):
           f"(one array of k float64 = {k_mem * 8 / 2**20:.0f} MB)")
 
 
+MEMORY_CHILD = """
+import importlib.util, sys, time, tracemalloc
+import numpy as np
+path, k = sys.argv[1], int(sys.argv[2])
+if path == '-':
+    from isocal.venn_abers import VennAbers
+else:                                   # an older copy of the module, inside the package for its relative imports
+    import isocal
+    spec = importlib.util.spec_from_file_location('isocal._venn_abers_before', path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    VennAbers = module.VennAbers
+rng = np.random.default_rng(0)
+s = np.empty(k); rng.standard_normal(out=s)
+y = np.empty(k, np.int64)
+for a in range(0, k, 1 << 16):          # in chunks: no temporary of size k
+    b = min(a + (1 << 16), k)
+    y[a:b] = rng.uniform(size=b - a) < 1 / (1 + np.exp(-20 * s[a:b]))
+VennAbers().fit(s[:1000], y[:1000])     # compiled (or loaded from the cache) outside the measurements
+def status_kb(field):
+    with open('/proc/self/status') as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+with open('/proc/self/clear_refs', 'w') as f:
+    f.write('5')                        # Linux: reset the peak resident size (VmHWM) to the current one
+base = status_kb('VmRSS:')
+va = VennAbers().fit(s, y)
+rss = (status_kb('VmHWM:') - base) * 1024
+del va
+tracemalloc.start()
+va = VennAbers().fit(s, y)
+kept, peak = tracemalloc.get_traced_memory()
+tracemalloc.stop()
+del va
+best = float('inf')
+for _ in range(3):
+    t0 = time.perf_counter(); VennAbers().fit(s, y); best = min(best, time.perf_counter() - t0)
+print(peak, kept, rss, best)
+"""
+
+
+def fit_memory(ks, before=None):
+    "Row f: traced peak, kept and extra resident memory of one fit, in arrays of k, before (optional) and now."
+    versions = ([('before', os.path.abspath(before))] if before else []) + [('now', '-')]
+    print(f"f. VennAbers.fit memory (arrays of k float64; traced by tracemalloc; RSS = extra VmHWM), target traced "
+          f"peak <= {MEMORY_TARGET:g}")
+    print(f"   {'k':<6} {'version':<8} {'traced peak':>11} {'kept':>6} {'extra RSS':>17} {'fit ms':>8}")
+    ok = True
+    for k in ks:
+        for name, path in versions:
+            out = subprocess.run([sys.executable, '-c', MEMORY_CHILD, path, str(k)], capture_output=True, text=True,
+                                 check=True).stdout.split()
+            peak, kept, rss, seconds = (float(v) for v in out)
+            one = 8.0 * k
+            rss_text = f"{rss / one:.2f} ({rss / 2**20:.0f} MB)"
+            print(f"   {k:<6.0e} {name:<8} {peak / one:>11.2f} {kept / one:>6.2f} {rss_text:>17} {seconds * 1e3:>8.1f}")
+            if name == 'now': ok &= peak / one <= MEMORY_TARGET
+    print(f"   traced peak now {'PASS' if ok else 'MISS'}")
+    return ok
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='10x smaller sizes')
     ap.add_argument('--repeat', type=int, default=5)
+    ap.add_argument('--before', metavar='FILE', help='an older copy of isocal/venn_abers.py for the memory rows (f)')
+    ap.add_argument('--memory-only', action='store_true', help='run row f only')
     args = ap.parse_args(argv)
+    if args.memory_only:
+        return 0 if fit_memory([100_000, 1_000_000], args.before) else 1
     f = 10 if args.quick else 1
     print(f"{'what':<34} {'sizes':<18} {'isocal ms':>10} {'baseline ms':>11}  {'baseline':<18} {'ratio':>9}")
     ok = [bench_venn_abers_package(100_000 // f, 100_000 // f, args.repeat),
@@ -176,6 +250,7 @@ def main(argv=None):
           bench_predict(100_000 // f, 10_000_000 // f, args.repeat),
           bench_cvap(1_000_000 // f, 100_000 // f, args.repeat)]
     first_call(1_000_000 // f)
+    ok.append(fit_memory([10_000, 100_000] if args.quick else [100_000, 1_000_000], args.before))
     print(f"{sum(ok)}/{len(ok)} targets met")
     return 0
 

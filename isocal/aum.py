@@ -217,6 +217,10 @@ class AumResult(NamedTuple):
 
 def _aum(bp: Breakpoints, pred) -> tuple[AumResult, float, float]:
     "`aum` without the checks, and the rounding bounds of the AUM and of the AUC."
+    return _aum_sorted(bp, pred)[:3]
+
+def _aum_sorted(bp: Breakpoints, pred) -> tuple[AumResult, float, float, np.ndarray]:
+    "`_aum`, and the order that sorts the thresholds (the gradient descent's next line search starts from it)."
     with np.errstate(over='ignore'): thr = bp.value - pred[bp.example]      # overflow is reported below
     order = np.argsort(thr)                     # gathering once keeps the kernel's memory access sequential
     a, c, left, right, a_err, c_err = _aum_kernel(thr[order], bp.fp_diff[order], bp.fn_diff[order])
@@ -230,7 +234,7 @@ def _aum(bp: Breakpoints, pred) -> tuple[AumResult, float, float]:
     else:
         ex = bp.example[order]
         lft, rgt = np.bincount(ex, left, n), np.bincount(ex, right, n)
-    return AumResult(float(a), float(c), lft, rgt), float(a_err), float(c_err)
+    return AumResult(float(a), float(c), lft, rgt), float(a_err), float(c_err), order
 
 def aum(breakpoints: Breakpoints, pred) -> AumResult:
     """Area under min(FP, FN) over the constant added to the predictions, the area under the ROC curve (loops count
@@ -474,10 +478,12 @@ def _spread_error(e, d, fp, fn, q, lo, hi, s):
     return (t_max - t_min + 2.0 * _U * mag) * jumps
 
 @njit(cache=True)
-def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
+def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
     """The path of AUM and AUC along the step size for lines sorted by (intercept, slope), identical lines merged.
-    Returns (rows, chosen step) with float rows = (step, aum, slope_after, auc_at, auc_after, aum bound, auc bound)
-    and int rows = (intersections, swaps)."""
+    Returns (float rows, int rows, chosen step, crossings): with `full`, float rows = (step, aum, slope_after, auc_at,
+    auc_after, aum bound, auc bound) and int rows = (intersections, swaps); without, only what choosing the step
+    needs, float rows = (step, aum, slope_after, aum bound) and no int rows (the computation is the same).
+    `crossings` counts the events (groups of lines meeting at one point) processed."""
     n = e.shape[0]
     q = np.arange(n)
     pos = np.arange(n)
@@ -513,10 +519,12 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
     for k in range(n): monotone = monotone and fp[k] >= 0.0 and fn[k] <= 0.0
 
     cap = max(16, 2 * n)
-    rows_f = np.empty((cap, 7))
-    rows_i = np.zeros((cap, 2), np.int64)
-    _set_row(rows_f, 0, 0.0, aum, acc[_SLOPE, 0], auc_at, acc[_AUC, 0], aum_err, max(at_err, _bound(acc, _AUC)))
+    rows_f = np.empty((cap, 7 if full else 4))
+    rows_i = np.zeros((cap if full else 0, 2), np.int64)
+    err_col = 5 if full else 3
+    _set_row(rows_f, 0, 0.0, aum, acc[_SLOPE, 0], auc_at, acc[_AUC, 0], aum_err, max(at_err, _bound(acc, _AUC)), full)
     nrows = 1
+    crossings = 0
 
     hcap = n + 16
     keys, P, A, Bv = np.empty(hcap), np.empty(hcap, np.int64), np.empty(hcap, np.int64), np.empty(hcap, np.int64)
@@ -585,13 +593,15 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
                     break
             if not found: break
         if nrows == rows_f.shape[0]:
-            rows_f, rows_i = _grown_rows(rows_f, rows_i, 2 * nrows)
+            rows_f = _grown_rows(rows_f, 2 * nrows)
+            if full: rows_i = _grown_rows(rows_i, 2 * nrows)
         slope, slope_err = acc[_SLOPE, 0], _bound(acc, _SLOPE)
         auc_after, after_err = acc[_AUC, 0], _bound(acc, _AUC)
         auc_at = auc_after + at_corr
         at_err += after_err + _U * abs(auc_at)
-        _set_row(rows_f, nrows, s, aum, slope, auc_at, auc_after, aum_err, max(at_err, after_err))
-        rows_i[nrows, 0], rows_i[nrows, 1] = groups, moved
+        _set_row(rows_f, nrows, s, aum, slope, auc_at, auc_after, aum_err, max(at_err, after_err), full)
+        if full: rows_i[nrows, 0], rows_i[nrows, 1] = groups, moved
+        crossings += groups
         nrows += 1
         if stop_code == _STOP_FIRST_MIN:
             if _above(slope, slope_err, 0.0, 0.0):
@@ -612,12 +622,14 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
 
     if hit_max_step:                             # the path ends at max_step, between two events
         if nrows == rows_f.shape[0]:
-            rows_f, rows_i = _grown_rows(rows_f, rows_i, nrows + 1)
+            rows_f = _grown_rows(rows_f, nrows + 1)
+            if full: rows_i = _grown_rows(rows_i, nrows + 1)
         ds = max_step - s_prev
         aum += ds * acc[_SLOPE, 0]
         aum_err += ds * _bound(acc, _SLOPE) + 2.0 * _U * abs(ds * acc[_SLOPE, 0]) + _U * abs(aum)
         if monotone and aum < 0.0: aum = 0.0
-        _set_row(rows_f, nrows, max_step, aum, acc[_SLOPE, 0], acc[_AUC, 0], acc[_AUC, 0], aum_err, _bound(acc, _AUC))
+        _set_row(rows_f, nrows, max_step, aum, acc[_SLOPE, 0], acc[_AUC, 0], acc[_AUC, 0], aum_err, _bound(acc, _AUC),
+                 full)
         nrows += 1
     last = rows_f[nrows - 1, 0]
     if chosen < 0.0:
@@ -628,24 +640,28 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step):
                 best_hi = max_step if max_step < np.inf else (2.0 * best_lo if best_lo > 0.0 else 1.0)
             chosen = 0.5 * (best_lo + best_hi)
         else:                                    # row-limited search: the first row tied with the smallest AUM
-            chosen = rows_f[_first_tied_min(rows_f[:nrows, 1], rows_f[:nrows, 5]), 0]
-    return rows_f[:nrows].copy(), rows_i[:nrows].copy(), chosen
+            chosen = rows_f[_first_tied_min(rows_f[:nrows, 1], rows_f[:nrows, err_col]), 0]
+    return rows_f[:nrows].copy(), rows_i[:min(nrows, rows_i.shape[0])].copy(), chosen, crossings
 
 @njit(cache=True)
-def _set_row(rows, k, s, aum, slope, auc_at, auc_after, aum_err, auc_err):
-    rows[k, 0], rows[k, 1], rows[k, 2], rows[k, 3] = s, aum, slope, auc_at
-    rows[k, 4], rows[k, 5], rows[k, 6] = auc_after, aum_err, auc_err
+def _set_row(rows, k, s, aum, slope, auc_at, auc_after, aum_err, auc_err, full):
+    "Row k of the path table: all seven columns, or (without `full`) step, AUM, slope after and the AUM bound."
+    rows[k, 0], rows[k, 1], rows[k, 2] = s, aum, slope
+    if full:
+        rows[k, 3], rows[k, 4], rows[k, 5], rows[k, 6] = auc_at, auc_after, aum_err, auc_err
+    else:
+        rows[k, 3] = aum_err
 
 @njit(cache=True)
-def _grown_rows(rows_f, rows_i, cap):
-    nrows = rows_f.shape[0]
-    rows_f2, rows_i2 = np.empty((cap, rows_f.shape[1])), np.zeros((cap, 2), np.int64)
-    rows_f2[:nrows], rows_i2[:nrows] = rows_f, rows_i
-    return rows_f2, rows_i2
+def _grown_rows(rows, cap):
+    "`rows` copied into a table of `cap` rows."
+    out = np.zeros((cap, rows.shape[1]), rows.dtype)
+    out[:rows.shape[0]] = rows
+    return out
 
 
 # %% ../nbs/07_aum.ipynb #252070a4
-STOP_RULES = ('first_min', 'max_auc', 'linear', 'quadratic')
+STOP_RULES = ('first_min', 'max_auc', 'linear', 'quadratic')   # named stop rules of the line search (or an int)
 
 @dataclass
 class LineSearchResult:
@@ -677,6 +693,7 @@ class LineSearchResult:
         return self.aum[k] + (s - self.step_size[k]) * self.aum_slope_after[k]
 
     def to_frame(self):
+        "The path as a pandas DataFrame, one row per visited step size."
         import pandas as pd
         return pd.DataFrame(dict(step_size=self.step_size, aum=self.aum, aum_slope_after=self.aum_slope_after,
                                  auc_at=self.auc_at, auc_after=self.auc_after,
@@ -712,7 +729,7 @@ def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min
     ms = _check_max_step(max_step)
     E, D, FP, FN = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
     if E.shape[0] == 0: raise ValueError("no line changes FP or FN: `fp_diff` and `fn_diff` are all zero")
-    rows_f, rows_i, chosen = _line_search_kernel(E, D, FP, FN, code, max_rows, ms)
+    rows_f, rows_i, chosen, _ = _line_search_kernel(E, D, FP, FN, code, max_rows, ms, True)
     if not np.all(np.isfinite(rows_f)):
         raise ValueError("the AUM/AUC path overflows float64: rescale `intercept` and `slope`, or `fp_diff` and "
                          f"`fn_diff` (largest magnitudes {max(np.abs(e).max(), np.abs(d).max()):g}, "
@@ -753,20 +770,71 @@ def aum_line_search(breakpoints: Breakpoints, X, weights, direction=None, *, sto
     slope = -(X @ dr)[bp.example]
     return aum_line_search_lines(intercept, slope, bp.fp_diff, bp.fn_diff, stop=stop, max_step=max_step)
 
+# %% ../nbs/07_aum.ipynb #6bdf1894
+@njit(cache=True)
+def _ties_by_slope(e, d, order):
+    """`order`, which sorts `e` with ties in any order, made the order of `_sort_lines`: runs of equal intercepts
+    by slope, then by index. O(B) when nothing ties."""
+    out = order.copy()
+    n = out.shape[0]
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and e[out[j]] == e[out[i]]: j += 1
+        if j - i > 1:
+            run = np.sort(out[i:j])                                   # by index,
+            out[i:j] = run[np.argsort(d[run], kind='mergesort')]      # then stably by slope
+        i = j
+    return out
+
+@njit(cache=True)
+def _descent_lines(value, example, fp, fn, pred, pdir, order):
+    """The merged threshold lines of the breakpoints at predictions `pred` moving with `pdir` (intercept v − pred,
+    slope −pdir), in the order of `aum_line_search`; `order` sorts the intercepts (ties in any order)."""
+    B = value.shape[0]
+    e, d = np.empty(B), np.empty(B)
+    for b in range(B):
+        e[b] = value[b] - pred[example[b]]
+        d[b] = -pdir[example[b]]
+    return _merged_sorted_lines(e, d, fp, fn, _ties_by_slope(e, d, order))
+
+@njit(cache=True)
+def _rows_decrease(rows, step):
+    "`_decreases` on the short rows (step, aum, slope_after, aum bound) of the kernel run without `full`."
+    n = rows.shape[0]
+    steps = rows[:, 0].copy()
+    k = min(np.searchsorted(steps, step, side='right'), n - 1)
+    j = min(max(np.searchsorted(steps, step, side='right') - 1, 0), n - 1)
+    at = rows[j, 1] + (step - rows[j, 0]) * rows[j, 2]
+    return _above(rows[0, 1], rows[0, 3], at, rows[k, 3])
+
+@njit(cache=True)
+def _descent_search(value, example, fp, fn, pred, pdir, order, stop_code, max_rows, max_step):
+    """One exact line search of the gradient descent in a single call (see `_descent_lines`); the same computation as
+    `aum_line_search`. Returns (chosen step, rows, crossings, does the AUM certainly decrease, all finite)."""
+    E, D, FP, FN = _descent_lines(value, example, fp, fn, pred, pdir, order)
+    if E.shape[0] == 0: return 0.0, 1, 0, False, True
+    full = stop_code < 0        # False, but known only at run time: a literal False compiled a ~10% slower kernel
+    rows, _, chosen, crossings = _line_search_kernel(E, D, FP, FN, stop_code, max_rows, max_step, full)
+    finite = np.all(np.isfinite(rows))
+    return chosen, rows.shape[0], crossings, finite and _rows_decrease(rows, chosen), finite
+
 # %% ../nbs/07_aum.ipynb #ce40eee4
-GD_METHODS = ('first_min', 'linear', 'quadratic', 'max_auc', 'constant', 'grid')
+GD_METHODS = ('first_min', 'linear', 'quadratic', 'max_auc', 'constant', 'grid')   # step-size rules of aum_gradient_descent
 
 @dataclass
 class DescentResult:
     """Gradient descent on the AUM of a linear model. `weights`: the best iterate (highest validation AUC when a
     validation set is given, else the last); `history`: one entry per iteration (0 = start) of step size,
-    subtrain AUM and AUC, validation AUC, line-search rows and elapsed seconds; `stopped`: why it stopped."""
+    subtrain AUM and AUC, validation AUC, line-search rows and crossings (events) visited, and elapsed seconds;
+    `stopped`: why it stopped."""
     weights: np.ndarray
     best_iter: int
     history: dict
     stopped: str
 
     def to_frame(self):
+        "The descent's history as a pandas DataFrame, one row per iteration."
         import pandas as pd
         return pd.DataFrame(self.history)
 
@@ -783,19 +851,26 @@ def _decreases(res: LineSearchResult) -> bool:
     k = min(int(np.searchsorted(res.step_size, res.step, side='right')), len(res) - 1)
     return _above(res.aum[0], res.aum_tol[0], float(res.aum_at(res.step)), res.aum_tol[k])
 
-def _choose_step(method, bp, X, w, direction, val, step, grid, max_step):
-    "(step size, line-search rows, does the step certainly decrease the subtrain AUM or None if not known)."
+def _choose_step(method, bp, X, w, direction, val, step, grid, max_step, pred, order):
+    """(step size, line-search rows, crossings visited, does the step certainly decrease the subtrain AUM or None if
+    not known); `pred` = X @ w and `order` sorts its thresholds (from the gradient's `_aum_sorted`)."""
     if method in ('first_min', 'linear', 'quadratic'):
-        r = aum_line_search(bp, X, w, direction, stop=method, max_step=max_step)
-        return r.step, len(r), _decreases(r)
+        code, max_rows = _check_stop(method, bp.value.shape[0])
+        s, rows, crossings, decreases, finite = _descent_search(
+            bp.value, bp.example, bp.fp_diff, bp.fn_diff, pred, X @ direction, order, code, max_rows,
+            _check_max_step(max_step))
+        if not finite:
+            raise ValueError("the AUM/AUC path overflows float64 along this gradient step: rescale `X` or the "
+                             "breakpoints' error jumps")
+        return s, rows, crossings, decreases
     if method == 'max_auc':
         r = aum_line_search(val[0], val[1], w, direction, stop='quadratic', max_step=max_step)
-        return _best_auc_step(r), len(r), None
-    if method == 'constant': return step, 0, None
-    pred, pdir = X @ w, X @ direction
+        return _best_auc_step(r), len(r), int(r.intersections.sum()), None
+    if method == 'constant': return step, 0, 0, None
+    pdir = X @ direction
     results = [_aum(bp, pred + s * pdir) for s in grid]
     aums, errs = np.array([r.aum for r, _, _ in results]), np.array([e for _, e, _ in results])
-    return float(grid[_first_tied_min(aums, errs)]), len(grid), None
+    return float(grid[_first_tied_min(aums, errs)]), len(grid), 0, None
 
 def _check_descent_options(breakpoints, X, weights, method, validation, step, grid, max_iter, tol, patience,
                            max_step, random_state):
@@ -839,17 +914,19 @@ def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='f
         breakpoints, X, weights, method, validation, step, grid, max_iter, tol, patience, max_step, random_state)
     monotone = bool(np.all(breakpoints.fp_diff >= 0) and np.all(breakpoints.fn_diff <= 0))
     patience = patience if patience is not None else (5 if method == 'max_auc' else max_iter + 1)
-    hist = dict(iteration=[], step=[], aum=[], auc=[], val_auc=[], ls_rows=[], seconds=[])
+    hist = dict(iteration=[], step=[], aum=[], auc=[], val_auc=[], ls_rows=[], ls_crossings=[], seconds=[])
     t0 = time.perf_counter()
-    def record(it, s, r, rows):
+    def record(it, s, r, rows, crossings):
         "Append iteration `it` to the history; the validation AUC and its rounding bound."
         v, _, v_err = _aum(validation[0], validation[1] @ w) if validation is not None else (None, 0.0, 0.0)
         hist['iteration'].append(it); hist['step'].append(s); hist['aum'].append(r.aum); hist['auc'].append(r.auc)
         hist['val_auc'].append(v.auc if v is not None else np.nan)
-        hist['ls_rows'].append(rows); hist['seconds'].append(time.perf_counter() - t0)
+        hist['ls_rows'].append(rows); hist['ls_crossings'].append(crossings)
+        hist['seconds'].append(time.perf_counter() - t0)
         return v_err
-    r, err, _ = _aum(breakpoints, X @ w)
-    best_err = record(0, 0.0, r, 0)
+    pred = X @ w
+    r, err, _, order = _aum_sorted(breakpoints, pred)
+    best_err = record(0, 0.0, r, 0, 0)
     best_w, best_iter, best_val = w.copy(), 0, hist['val_auc'][0]
     stopped = 'aum is zero' if monotone and r.aum <= err else None
     iterations = range(1, max_iter + 1) if stopped is None else range(0)
@@ -860,13 +937,15 @@ def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='f
         direction = -(X.T @ (0.5 * (r.left + r.right)))
         if not np.any(direction):
             stopped = 'zero gradient'; break
-        s, rows, decreases = _choose_step(method, breakpoints, X, w, direction, validation, step, grid, max_step)
+        s, rows, crossings, decreases = _choose_step(method, breakpoints, X, w, direction, validation, step, grid,
+                                                     max_step, pred, order)
         if decreases is False:
             stopped = 'no descent step'; break
         w = w + s * direction
         prev, prev_err = r.aum, err
-        r, err, _ = _aum(breakpoints, X @ w)
-        val_err = record(it, s, r, rows)
+        pred = X @ w
+        r, err, _, order = _aum_sorted(breakpoints, pred)
+        val_err = record(it, s, r, rows, crossings)
         if validation is not None and _above(hist['val_auc'][-1], val_err, best_val, best_err):
             best_w, best_iter, best_val, best_err = w.copy(), it, hist['val_auc'][-1], val_err
         if validation is None:

@@ -15,6 +15,7 @@ import re
 import secrets
 import stat
 import sys
+import time
 
 import numpy as np
 
@@ -22,10 +23,11 @@ from . import __version__
 
 # %% auto #0
 __all__ = ['PROGRESS_DELAY', 'PREDICT_BLOCK_ROWS', 'WRITE_BATCH_ROWS', 'STDIO', 'PARQUET_EXTENSIONS', 'DEMO_LOG_LOSS_EPS',
-           'CVAP_SPLITS', 'SEED_MAX', 'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations', 'read_columns',
-           'check_binary_labels', 'check_output', 'replace_file', 'write_columns', 'demo_probabilities',
-           'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo', 'format_table', 'build_parser',
-           'main']
+           'CVAP_SPLITS', 'DEMO_DATA', 'DEMO_SPLIT', 'DEMO_BINS', 'DEMO_LEVEL', 'MODEL_CLASSES', 'SEED_MAX',
+           'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations', 'read_columns', 'check_binary_labels',
+           'check_output', 'replace_file', 'write_columns', 'demo_description', 'demo_data', 'demo_probabilities',
+           'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo', 'format_table', 'load_model',
+           'warmup', 'build_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #8aa9b0c4
 PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
@@ -37,8 +39,8 @@ class InputError(ValueError):
     "Bad input from the command line user: reported as a one-line message with exit status 2."
 
 
-STDIO = "-"
-PARQUET_EXTENSIONS = (".parquet", ".pq")
+STDIO = "-"   # the file name that means standard input or output
+PARQUET_EXTENSIONS = (".parquet", ".pq")   # file extensions read and written as Parquet (anything else: CSV)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 
@@ -432,8 +434,21 @@ def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -
     replace_file(path, lambda file: _write_table(file, table, is_parquet(path)), option=option, text=False)
 
 # %% ../nbs/09_cli.ipynb #a72c0bd8
-DEMO_LOG_LOSS_EPS = 1e-3
-CVAP_SPLITS = 5
+DEMO_LOG_LOSS_EPS = 1e-3   # the demo clips probabilities to [eps, 1 - eps] for its log loss
+CVAP_SPLITS = 5   # folds of the demo's CVAP
+DEMO_DATA = dict(n_samples=20_000, n_features=20, n_informative=2, n_redundant=10, random_state=0)   # make_classification
+DEMO_SPLIT = (0.4, 0.3, 0.3)  # train, calibration, test
+DEMO_BINS = 10   # equal-width bins of the demo's ECE and reliability curves
+DEMO_LEVEL = 0.95   # level of the demo's reliability bands
+
+
+def demo_description(seed: int = 0) -> str:
+    "One line saying what `isocal demo` calibrates, on which rows: the caption of its table."
+    n = DEMO_DATA["n_samples"]
+    n_train, n_cal = round(n * DEMO_SPLIT[0]), round(n * DEMO_SPLIT[1])
+    return (f"Gaussian naive Bayes on {n} rows of scikit-learn's make_classification ({DEMO_DATA['n_informative']} "
+            f"informative and {DEMO_DATA['n_redundant']} redundant features): trained on {n_train}, calibrated on "
+            f"{n_cal}, tested on {n - n_train - n_cal} (split seed {seed})")
 
 
 def _log_odds(model, X) -> np.ndarray:
@@ -455,6 +470,29 @@ def _log_odds(model, X) -> np.ndarray:
     return joint[:, 1] - joint[:, 0]
 
 
+def demo_data(seed: int = 0) -> tuple[np.ndarray, ...]:
+    """The demo's data set, split stratified by label into training, calibration and test rows (`DEMO_SPLIT`).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Seed of the split; the data set itself is fixed (`DEMO_DATA`).
+
+    Returns
+    -------
+    X_train, X_cal, X_test, y_train, y_cal, y_test : numpy.ndarray
+    """
+    from sklearn.datasets import make_classification
+    from sklearn.model_selection import train_test_split
+
+    X, y = make_classification(**DEMO_DATA)
+    train, cal, _ = DEMO_SPLIT
+    X_train, X_rest, y_train, y_rest = train_test_split(X, y, train_size=train, stratify=y, random_state=seed)
+    X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, train_size=cal / (1 - train), stratify=y_rest,
+                                                    random_state=seed)
+    return X_train, X_cal, X_test, y_train, y_cal, y_test
+
+
 def demo_probabilities(seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, float]]:
     """Test labels, the test probabilities of each demo method, and the Venn–Abers interval widths.
 
@@ -472,17 +510,12 @@ def demo_probabilities(seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]
     widths : dict of str to float
         Mean `p1 - p0` over the test split for "IVAP" and "CVAP".
     """
-    from sklearn.datasets import load_breast_cancer
-    from sklearn.model_selection import train_test_split
     from sklearn.naive_bayes import GaussianNB
 
     from isocal.pava import IsotonicCalibrator
     from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
 
-    X, y = load_breast_cancer(return_X_y=True)
-    X_train, X_rest, y_train, y_rest = train_test_split(X, y, train_size=0.4, stratify=y, random_state=seed)
-    X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, train_size=0.5, stratify=y_rest,
-                                                    random_state=seed)
+    X_train, X_cal, X_test, y_train, y_cal, y_test = demo_data(seed)
     model = GaussianNB().fit(X_train, y_train)
     s_cal, s_test = _log_odds(model, X_cal), _log_odds(model, X_test)
     calibrator = IsotonicCalibrator(out_of_bounds="clip").fit(s_cal, y_cal)
@@ -546,19 +579,48 @@ def figure_path(out, option: str = "--out") -> tuple[str, str]:
     return path, fmt
 
 
-def save_reliability_figure(y_true, probs: dict, out, title: str | None = None) -> str:
-    """Draw a reliability diagram into a file, without touching pyplot's global state; return the path written.
+def _reliability_panel(ax, y, p, name: str, color: str, row: dict, n_bins: int, level: float) -> None:
+    "One model's panel: its binned reliability curve with Wilson bands, the diagonal, a histogram of its predictions."
+    from isocal.metrics import reliability_band
+
+    ax.plot([0, 1], [0, 1], linestyle="--", color="0.45", linewidth=1, label="perfectly calibrated")
+    mean_p, freq, lo, hi = reliability_band(y, p, n_bins=n_bins, level=level)
+    ax.fill_between(mean_p, lo, hi, color=color, alpha=0.25, linewidth=0,
+                    label=f"{level:.0%} Wilson interval of the frequency")
+    ax.plot(mean_p, freq, marker="o", markersize=4, color=color,
+            label=f"observed frequency in each of {n_bins} equal-width bins")
+    hist = ax.inset_axes([0.0, 0.0, 1.0, 0.18], sharex=ax)
+    hist.hist(p, bins=2 * n_bins, range=(0, 1), color=color, histtype="step", linewidth=1)
+    hist.set_yscale("log")
+    hist.axis("off")
+    ax.set_title(f"{name}: ECE {row['ece']:.3f}, Brier {row['brier']:.3f}", fontsize="medium")
+    ax.set(xlim=(0, 1), ylim=(0, 1), aspect="equal")
+    ax.grid(alpha=0.3)
+
+
+def save_reliability_figure(y_true, probs: dict, out, title: str | None = None, *, n_bins: int = DEMO_BINS,
+                            level: float = DEMO_LEVEL) -> str:
+    """Draw reliability diagrams, one panel per model with confidence bands, into a file; return the path written.
+
+    Each panel plots the observed frequency of label 1 against the mean prediction in each of `n_bins` equal-width
+    bins (the bins of `isocal.metrics.expected_calibration_error`), shades the Wilson interval of each frequency
+    (`isocal.metrics.reliability_band`), and shows a histogram of the predictions (log scale) along the bottom. The
+    figure is drawn without touching pyplot's global state.
 
     Parameters
     ----------
     y_true : array-like
         Binary labels.
     probs : dict of str to array-like
-        Probabilities per model.
+        Probabilities per model, one panel each (two per row).
     out : str or Path
         Figure file; its extension chooses the format (see `figure_path`). It is replaced only when complete.
     title : str, optional
-        Title of the diagram.
+        Title of the figure.
+    n_bins : int, default 10
+        Bins of the reliability curves.
+    level : float, default 0.95
+        Confidence level of the bands.
 
     Returns
     -------
@@ -566,18 +628,35 @@ def save_reliability_figure(y_true, probs: dict, out, title: str | None = None) 
         The path written.
     """
     from matplotlib.figure import Figure  # a bare Figure renders with Agg: no display, no pyplot backend switch
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
-    from isocal.metrics import reliability_diagram
+    from isocal.metrics import calibration_report
 
     path, fmt = figure_path(out)
-    fig = Figure(figsize=(5, 5))
-    # No confidence bands: four models' bands over one small test split would hide the curves.
-    reliability_diagram(y_true, probs, ax=fig.add_subplot(), title=title, confidence=None)
-    replace_file(path, lambda file: fig.savefig(file, format=fmt, dpi=100), text=False)
+    rows = {row["name"]: row for row in calibration_report(y_true, probs, n_bins=n_bins)}
+    n_rows = (len(probs) + 1) // 2
+    fig = Figure(figsize=(8, 4 * n_rows + 1.2), layout="constrained")
+    axes = fig.subplots(n_rows, 2, sharex=True, sharey=True, squeeze=False)
+    for k, (ax, (name, p)) in enumerate(zip(axes.flat, probs.items())):
+        _reliability_panel(ax, y_true, np.asarray(p), name, f"C{k}", rows[name], n_bins, level)
+    for ax in axes.flat[len(probs):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("predicted probability of label 1 (bin mean)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("observed frequency of label 1")
+    handles = [Line2D([], [], linestyle="--", color="0.45", linewidth=1), Patch(color="0.5", alpha=0.25, linewidth=0),
+               Line2D([], [], marker="o", markersize=4, color="0.3"), Patch(facecolor="none", edgecolor="0.3")]
+    labels = [*axes[0, 0].get_legend_handles_labels()[1], "histogram of predictions (log scale)"]
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize="small", frameon=False)  # grey: all panels
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    replace_file(path, lambda file: fig.savefig(file, format=fmt, dpi=120), text=False)
     return path
 
 def run_demo(out="reliability.png", seed: int = 0) -> list[dict]:
-    """Calibrate Gaussian naive Bayes on the breast-cancer data and report test metrics before and after.
+    """Calibrate Gaussian naive Bayes on the demo data and report test metrics before and after.
 
     Parameters
     ----------
@@ -599,8 +678,12 @@ def run_demo(out="reliability.png", seed: int = 0) -> list[dict]:
         check_output(figure_path(out)[0])
     y_test, probs, widths = demo_probabilities(seed)
     if out is not None:
-        save_reliability_figure(y_test, probs, out, title=f"GaussianNB on breast cancer, test split (seed {seed})")
-    rows = calibration_report(y_test, probs, eps=DEMO_LOG_LOSS_EPS)
+        save_reliability_figure(
+            y_test, probs, out, title=f"Reliability of Gaussian naive Bayes before and after calibration\n"
+                                      f"make_classification data ({DEMO_DATA['n_samples']} rows, "
+                                      f"{DEMO_DATA['n_redundant']} redundant features), test split of "
+                                      f"{len(y_test)} rows (seed {seed})")
+    rows = calibration_report(y_test, probs, n_bins=DEMO_BINS, eps=DEMO_LOG_LOSS_EPS)
     for row in rows:
         row["width"] = widths.get(row["name"], float("nan"))
     return rows
@@ -631,11 +714,12 @@ def format_table(rows: list[dict]) -> str:
 
 # %% ../nbs/09_cli.ipynb #b926facf
 def _demo_command(args) -> int:
-    "Run `isocal demo`: print the metrics table and the path of the reliability diagram."
+    "Run `isocal demo`: print what is calibrated, the metrics table and the path of the reliability diagram."
     rows = run_demo(out=args.out, seed=args.seed)
+    print(demo_description(args.seed))
     print(format_table(rows))
-    print(f"log loss clips probabilities to [{DEMO_LOG_LOSS_EPS:g}, {1 - DEMO_LOG_LOSS_EPS:g}]; "
-          f"metrics on the test split (seed {args.seed})")
+    print(f"metrics on the test split; log loss clips probabilities to [{DEMO_LOG_LOSS_EPS:g}, "
+          f"{1 - DEMO_LOG_LOSS_EPS:g}], ECE has {DEMO_BINS} equal-width bins")
     print(f"reliability diagram: {figure_path(args.out)[0]}")
     return 0
 
@@ -672,8 +756,30 @@ def _blocks(n: int, desc: str):
     return tqdm(starts, desc=desc, unit="block", file=sys.stderr, delay=PROGRESS_DELAY)
 
 
-def _venn_abers_probabilities(method: str, train: dict, scores: np.ndarray, n_splits: int, seed: int):
-    """(probability, p0, p1) of `scores` by IVAP, or by CVAP over `n_splits` folds of the calibration rows.
+MODEL_CLASSES = {"IsotonicCalibrator": "isotonic", "VennAbers": "ivap", "CrossVennAbers": "cvap"}   # --model: class -> method
+
+
+def _fit_venn_abers(method: str, train: dict, n_splits: int, seed: int):
+    """The fitted `VennAbers` (IVAP) of the training rows, or the `CrossVennAbers` (CVAP) over `n_splits` folds of
+    them; a CVAP fold with a single class is refused."""
+    from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
+
+    if method == "ivap":
+        return VennAbers().fit(train["score"], train["label"])
+    n = len(train["score"])
+    if n_splits > n:
+        raise InputError(f"--n-splits must be between 2 and the number of rows ({n}), got {n_splits}")
+    folds = fold_ids(n, n_splits, random_state=seed)
+    for j in range(n_splits):
+        label = _only_label(train["label"][folds == j])
+        if label is not None:
+            raise InputError(f"--method cvap: fold {j + 1} of {n_splits} (--n-splits {n_splits}, --seed {seed}) "
+                             f"has only label {label}; use fewer folds or more rows of the rarer label")
+    return CrossVennAbers().fit(train["score"], train["label"], folds)
+
+
+def _venn_abers_probabilities(model, scores: np.ndarray):
+    """(probability, p0, p1) of `scores` by a fitted `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) `model`.
 
     With a single score column there is one scoring model, so every fold's model column is the same score and the K
     folds vary only the calibration set. The interval and the probability are the library's
@@ -683,74 +789,233 @@ def _venn_abers_probabilities(method: str, train: dict, scores: np.ndarray, n_sp
     the binary searches. The rows are taken in blocks, so the K columns of fold intervals exist only for one block at
     a time, and in the order of their scores: each prediction is a binary search in a fold's table, and queries in
     order find the table in cache (on 4M normal scores, 0.33 s sorted against 1.48 s in random order, for a sort of
-    0.5 s paid once for all K folds). The probabilities are put back in the rows' order.
+    0.5 s paid once for all K folds). The probabilities are put back in the rows' order. A model fitted here and the
+    same model saved and loaded again (`--save-model`, `--model`) give the same numbers, bit for bit.
     """
-    from isocal.venn_abers import CrossVennAbers, VennAbers, _cvap_interval, _merge, _merge_many, fold_ids
+    from isocal.venn_abers import VennAbers, _cvap_interval, _merge, _merge_many
 
-    if method == "ivap":
-        ivap = VennAbers().fit(train["score"], train["label"])
-
+    if isinstance(model, VennAbers):
         def predict(block):
-            q0, q1 = ivap.predict_interval(block)
+            q0, q1 = model.predict_interval(block)
             return q0, q1, _merge(q0, q1, "log")
     else:
-        n = len(train["score"])
-        if n_splits > n:
-            raise InputError(f"--n-splits must be between 2 and the number of rows ({n}), got {n_splits}")
-        folds = fold_ids(n, n_splits, random_state=seed)
-        for j in range(n_splits):
-            label = _only_label(train["label"][folds == j])
-            if label is not None:
-                raise InputError(f"--method cvap: fold {j + 1} of {n_splits} (--n-splits {n_splits}, --seed {seed}) "
-                                 f"has only label {label}; use fewer folds or more rows of the rarer label")
-        cvap = CrossVennAbers().fit(train["score"], train["label"], folds)
-        del folds
-
         def predict(block):
-            q0, q1 = cvap.predict_fold_intervals(np.repeat(block[:, None], n_splits, axis=1))
+            q0, q1 = model.predict_fold_intervals(np.repeat(block[:, None], model.n_splits_, axis=1))
             return *_cvap_interval(q0, q1, axis=1), _merge_many(q0, q1, "log", axis=1)
     p, p0, p1 = np.empty(len(scores)), np.empty(len(scores)), np.empty(len(scores))
     order = np.argsort(scores)
-    for start in _blocks(len(scores), method):
+    for start in _blocks(len(scores), MODEL_CLASSES[type(model).__name__]):
         rows = order[start:start + PREDICT_BLOCK_ROWS]
         p0[rows], p1[rows], p[rows] = predict(scores[rows])
     return p, p0, p1
 
 
-def _calibrate_command(args) -> int:
-    "Run `isocal calibrate`: fit a calibration map on `args.scores` and write calibrated probabilities."
-    if args.scores == STDIO and args.apply == STDIO:
-        raise InputError("SCORES and --apply cannot both be - (standard input can be read only once)")
-    check_output(args.out, inputs={"SCORES": args.scores, "--apply": args.apply})
+def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") -> dict[str, np.ndarray]:
+    """The output columns of `scores` under a fitted `model`: score and probability, and for a Venn–Abers model the
+    interval p0, p1. The same function writes a fit run's output and an `--model` run's, so both agree byte for byte.
+    An `IsotonicCalibrator` saved from Python may have `out_of_bounds="nan"` or `"raise"`: a score outside its fitted
+    range is then refused, naming `source`, rather than written as NaN."""
+    if MODEL_CLASSES[type(model).__name__] == "isotonic":
+        with np.errstate(invalid="ignore"):
+            outside = np.flatnonzero((scores < model.X_min_) | (scores > model.X_max_))
+        if outside.size and model.out_of_bounds != "clip":
+            raise InputError(f"{source}: score {scores[outside[0]]:g} is outside the range the model was fitted on "
+                             f"[{model.X_min_:g}, {model.X_max_:g}], and its out_of_bounds is "
+                             f"{model.out_of_bounds!r}, not 'clip'")
+        return {"score": scores, "probability": model.predict(scores)}
+    p, p0, p1 = _venn_abers_probabilities(model, scores)
+    return {"score": scores, "probability": p, "p0": p0, "p1": p1}
+
+
+def _fit_model(args):
+    "Read SCORES (scores and labels), check the labels, and fit the calibrator of `args.method`; also return the scores."
     train, locations = read_columns(args.scores, [args.score_col, args.label_col], progress=_show_progress())
     train = {"score": train[args.score_col], "label": train[args.label_col]}
     check_binary_labels(train["label"], locations, args.scores, args.label_col)
     del locations
     _check_both_labels(train["label"], _display(args.scores), args.method)
-    if args.apply:
-        scores = read_columns(args.apply, [args.score_col], progress=_show_progress())[0][args.score_col]
-    else:
-        scores = train["score"]
     if args.method == "isotonic":
         from isocal.pava import IsotonicCalibrator  # only now: bad input is reported without waiting for Numba
 
         # Clip: scores outside the fitted range (possible with --apply) get the nearest end level rather than NaN.
-        calibrator = IsotonicCalibrator(out_of_bounds="clip").fit(train["score"], train["label"])
-        del train
-        columns = {"score": scores, "probability": calibrator.predict(scores)}
+        return IsotonicCalibrator(out_of_bounds="clip").fit(train["score"], train["label"]), train["score"]
+    return _fit_venn_abers(args.method, train, args.n_splits, args.seed), train["score"]
+
+
+def load_model(path, option: str = "--model"):
+    """A calibrator saved by `isocal calibrate --save-model` (or by the `save` method of a fitted calibrator).
+
+    Parameters
+    ----------
+    path : str or Path
+        The model file (isocal's portable JSON, see `isocal.portable`).
+    option : str
+        The option that named it, for messages.
+
+    Returns
+    -------
+    IsotonicCalibrator, VennAbers or CrossVennAbers
+        The fitted calibrator; its class says the method (`MODEL_CLASSES`).
+
+    Raises
+    ------
+    InputError
+        The file is missing, unreadable, corrupt, of a newer schema than this isocal reads, or holds another kind of
+        model; the message names the file.
+    """
+    from isocal.portable import PortableError, load
+
+    if os.fspath(path) == STDIO:
+        raise InputError(f"{option} needs a file name, not - (standard input is for SCORES)")
+    try:
+        model = load(path)
+    except PortableError as err:
+        raise InputError(f"{option} {err}") from None
+    if type(model).__name__ not in MODEL_CLASSES:
+        raise InputError(f"{option} {path}: holds a {type(model).__name__}, which isocal calibrate cannot apply; "
+                         f"it applies the models it saves: {', '.join(MODEL_CLASSES)}")
+    return model
+
+
+def _model_text(model) -> str:
+    "The JSON text of a fitted calibrator, exactly as its `save` method writes it."
+    import json
+
+    return json.dumps(model.to_dict(), allow_nan=False, indent=1) + "\n"
+
+
+def _check_save_model(args) -> None:
+    "Refuse a --save-model file that is an input or --out, or cannot be written, before any work is done."
+    if os.fspath(args.save_model) == STDIO:
+        raise InputError("--save-model needs a file name, not - (standard output is for --out)")
+    check_output(args.save_model, "--save-model", inputs={"SCORES": args.scores, "--apply": args.apply})
+    if args.out != STDIO and _same_file(args.save_model, args.out):
+        raise InputError(f"--save-model {args.save_model} and --out {args.out} are the same file: "
+                         f"choose two different files")
+
+
+def _calibrate_command(args) -> int:
+    """Run `isocal calibrate`: fit a calibration map on `args.scores`, or load one (`--model`), write calibrated
+    probabilities, and save the fitted map if asked (`--save-model`)."""
+    if args.scores == STDIO and args.apply == STDIO:
+        raise InputError("SCORES and --apply cannot both be - (standard input can be read only once)")
+    check_output(args.out, inputs={"SCORES": args.scores, "--apply": args.apply, "--model": args.model})
+    if args.save_model is not None:
+        _check_save_model(args)
+    if args.model is not None:
+        model = load_model(args.model)  # before reading SCORES: a bad model file is reported at once
+        scores = read_columns(args.scores, [args.score_col], progress=_show_progress())[0][args.score_col]
     else:
-        p, p0, p1 = _venn_abers_probabilities(args.method, train, scores, args.n_splits, args.seed)
-        del train
-        columns = {"score": scores, "probability": p, "p0": p0, "p1": p1}
-    write_columns(args.out, columns)
-    to_stdout = args.out == STDIO  # then the message must not mix with the data
-    print(f"wrote {len(scores)} calibrated probabilities to {'standard output' if to_stdout else args.out}",
-          file=sys.stderr if to_stdout else sys.stdout)
+        model, scores = _fit_model(args)
+        if args.apply:
+            scores = read_columns(args.apply, [args.score_col], progress=_show_progress())[0][args.score_col]
+    write_columns(args.out, _calibrated_columns(model, scores, f"--model {args.model}"))
+    to_stdout = args.out == STDIO  # then the messages must not mix with the data
+    said = sys.stderr if to_stdout else sys.stdout
+    used = f" by the {MODEL_CLASSES[type(model).__name__]} model of {args.model}" if args.model is not None else ""
+    print(f"wrote {len(scores)} calibrated probabilities to {'standard output' if to_stdout else args.out}{used}",
+          file=said)
+    if args.save_model is not None:
+        replace_file(args.save_model, lambda file: file.write(_model_text(model)), option="--save-model")
+        print(f"saved the {args.method} model to {args.save_model}", file=said)
+    return 0
+
+# %% ../nbs/09_cli.ipynb #39894333
+def _warmup_tasks() -> dict:
+    "Module name -> a function making that module's common first calls on tiny inputs (compiling its kernels)."
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=64), rng.uniform(0.5, 2.0, 64)
+    labels = (x + rng.normal(size=64) > 0).astype(int)
+    ties = np.round(x, 1)
+
+    def pava():
+        from isocal.pava import fit_staircase, isotonic_regression
+        isotonic_regression(x); isotonic_regression(x, w)
+        fit_staircase(ties, labels.astype(float), w)(x)
+
+    def calibrators():
+        from isocal.isotonic import IsotonicCalibrator
+        IsotonicCalibrator().fit(x, labels).predict(x)
+
+    def convex():
+        from isocal.convex import PseudoHuber, Quantile, anytime_isotonic, isotonic_convex
+        from isocal.pava import fit_staircase
+        for loss in (PseudoHuber(1.0), Quantile(0.5)):
+            isotonic_convex(loss, x); isotonic_convex(loss, x, w)
+            fit_staircase(ties, x, loss=loss)
+        anytime_isotonic("logcosh", x[:16], max_iter=5)
+
+    def online():
+        from isocal.online import OnlineIsotonic
+        OnlineIsotonic().extend(x).fitted_values()
+        OnlineIsotonic().extend(x, w).current_loss()
+
+    def venn_abers():
+        from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
+        VennAbers().fit(x, labels).predict_proba(x)
+        CrossVennAbers().fit(x, labels, fold_ids(len(x), 2, random_state=0)).predict_proba(np.column_stack([x, x]))
+
+    def forward():
+        from isocal.forward import loo_all
+        loo_all(np.sort(rng.uniform(size=64)), labels.astype(float))
+
+    def thresholds():
+        from isocal.thresholds import optimal_thresholds, prepare, thresholds_dp, thresholds_pio
+        ordinal = np.digitize(x, [-0.5, 0.5]) + 1
+        optimal_thresholds(x, ordinal, 3)
+        thresholds_dp(prepare(x, ordinal, 3, "squared", sample_weight=w))
+        thresholds_pio(prepare(x, ordinal, 3), 2)
+
+    def aum():
+        from isocal.aum import aum_gradient_descent, binary_breakpoints
+        features = np.column_stack([x, rng.normal(size=64)])
+        for method in ("first_min", "linear", "quadratic"):
+            aum_gradient_descent(binary_breakpoints(labels), features, method=method, max_iter=2)
+
+    return {"pava": pava, "calibrators": calibrators, "convex": convex, "online": online,
+            "venn_abers": venn_abers, "forward": forward, "thresholds": thresholds, "aum": aum}
+
+
+def warmup(progress: bool | None = None) -> dict:
+    """Compile isocal's kernels into Numba's cache by making each module's common first calls on tiny inputs.
+
+    Parameters
+    ----------
+    progress : bool or None, default None
+        Show a progress bar; None shows one when standard error is a terminal.
+
+    Returns
+    -------
+    dict of str to float
+        Seconds spent per module (mostly compiling on a cold cache; loading on a warm one).
+    """
+    from tqdm import tqdm  # (the plain bar: a command-line tool writes to a terminal)
+
+    seconds = {}
+    tasks = tqdm(_warmup_tasks().items(), desc="isocal warmup", unit="module",
+                 disable=not (_show_progress() if progress is None else progress))
+    for name, calls in tasks:
+        tasks.set_postfix_str(name)
+        start = time.perf_counter()
+        calls()
+        seconds[name] = time.perf_counter() - start
+    return seconds
+
+
+def _warmup_command(args) -> int:
+    "Run `isocal warmup`: compile, then say how long each module took and where the cache is."
+    import numba
+
+    seconds = warmup()
+    for name, s in seconds.items():
+        print(f"{name:<12} {s:6.2f} s")
+    where = numba.config.CACHE_DIR or "the __pycache__ directories of the installed isocal package"
+    print(f"compiled into Numba's cache ({where}) in {sum(seconds.values()):.1f} s")
     return 0
 
 # %% ../nbs/09_cli.ipynb #b9e5dd9e
 SEED_MAX = 2**32 - 1  # scikit-learn's `random_state` accepts 0 to 2**32 - 1
-CVAP_ONLY = {"n_splits": ("--n-splits", 5), "seed": ("--seed", 0)}
+CVAP_ONLY = {"n_splits": ("--n-splits", 5), "seed": ("--seed", 0)}   # options only CVAP takes, with defaults
 
 
 def _seed(text: str) -> int:
@@ -777,7 +1042,20 @@ def _n_splits(text: str) -> int:
 
 def _check_calibrate_arguments(parser: argparse.ArgumentParser, args) -> None:
     """Options that only CVAP uses are an error with another method (not silently ignored); then fill their defaults.
-    The score and label columns must differ: one column read as both would be judged as labels, a confusing error."""
+    The score and label columns must differ: one column read as both would be judged as labels, a confusing error.
+    With `--model` nothing is fitted: the options of a fit (`--method`, `--n-splits`, `--seed`, `--apply`,
+    `--save-model`) are errors, since the model file already fixes what they would choose."""
+    if args.model is not None:
+        fixed = "the method and its fit come from the model file"
+        for option, value, why in [("--method", args.method, fixed), ("--n-splits", args.n_splits, fixed),
+                                   ("--seed", args.seed, fixed),
+                                   ("--apply", args.apply, "SCORES is the file that --model calibrates"),
+                                   ("--save-model", args.save_model, "nothing is fitted, so there is nothing to save")]:
+            if value is not None:
+                parser.error(f"{option} cannot be used with --model: {why}")
+        return
+    if args.method is None:
+        args.method = "isotonic"
     if args.score_col == args.label_col:
         parser.error(f"--score-col and --label-col name the same column {args.score_col!r}")
     for dest, (option, default) in CVAP_ONLY.items():
@@ -793,16 +1071,17 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        Parser with subcommands `demo` and `calibrate`; each sets `run` to its handler and `check` to the checks of
+        Parser with subcommands `demo`, `calibrate` and `warmup`; each sets `run` to its handler and `check` to the checks of
         its arguments that argparse cannot make alone.
     """
     parser = argparse.ArgumentParser(prog="isocal", description="Isotonic calibration of classifier scores.")
     parser.add_argument("--version", action="version", version=f"isocal {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="calibrate a naive Bayes classifier on breast-cancer data",
-                               description="Calibrate Gaussian naive Bayes on scikit-learn's breast-cancer data, "
-                                           "print test metrics before and after, and draw a reliability diagram.")
+    demo = commands.add_parser("demo", help="calibrate a naive Bayes classifier on synthetic data",
+                               description="Calibrate Gaussian naive Bayes on 20,000 rows of scikit-learn's "
+                                           "make_classification, print test metrics before and after, and draw "
+                                           "reliability diagrams with their bands.")
     demo.add_argument("--out", default="reliability.png",
                       help="figure file for the reliability diagram; its extension chooses the format (.png, .pdf, "
                            ".svg, ...), none means .png (default: %(default)s)")
@@ -816,27 +1095,46 @@ def build_parser() -> argparse.ArgumentParser:
                     "Parquet file and write the columns score,probability, as CSV or Parquet by the extension of "
                     "--out; - is standard input or output. If the labels are all one class (only one label), isotonic calibration "
                     "prints a warning and writes that label as every probability; ivap and cvap refuse, since a "
-                    "Venn-Abers interval from one class means little. The output is written to a temporary file "
-                    "and renamed into place when complete, and may not be an input file.")
+                    "Venn-Abers interval from one class means little. --save-model keeps the fitted map in a JSON "
+                    "file; --model applies such a file to new scores without fitting again, and its output is the "
+                    "same, byte for byte, as the fitting run's for the same scores. Every file is written to a "
+                    "temporary file and renamed into place when complete, and may not be an input file.",
+        epilog="example: isocal calibrate train.csv --method cvap --save-model cvap.json --out train_cal.csv; then "
+               "isocal calibrate new.csv --model cvap.json --out new_cal.csv")
     calibrate.add_argument("scores", metavar="SCORES", help="CSV or Parquet (.parquet, .pq) file with a score column "
-                                                            "and a label column (0 or 1); - reads CSV from standard input")
+                                                            "and a label column (0 or 1); - reads CSV from standard "
+                                                            "input. With --model only the score column is read")
     calibrate.add_argument("--out", default="calibrated.csv", help="output file: CSV, Parquet by the extension .parquet "
                                                                    "or .pq, or - for CSV on standard output "
                                                                    "(default: %(default)s)")
     calibrate.add_argument("--score-col", default="score", metavar="NAME",
                            help="name of the score column of SCORES and NEW_SCORES (default: %(default)s)")
     calibrate.add_argument("--label-col", default="label", metavar="NAME",
-                           help="name of the label column of SCORES (default: %(default)s)")
-    calibrate.add_argument("--method", choices=["isotonic", "ivap", "cvap"], default="isotonic",
+                           help="name of the label column of SCORES; not read with --model (default: %(default)s)")
+    calibrate.add_argument("--method", choices=["isotonic", "ivap", "cvap"],
                            help="isotonic regression, or the inductive / cross Venn-Abers predictor, which also "
-                                "write the probability interval p0,p1 (default: %(default)s)")
+                                "write the probability interval p0,p1 (default: isotonic)")
     calibrate.add_argument("--n-splits", type=_n_splits, help="CVAP folds, 2 or more; only with --method cvap "
                                                               "(default: 5)")
     calibrate.add_argument("--seed", type=_seed, help=f"seed of the CVAP folds, 0 to {SEED_MAX}; only with "
                                                       "--method cvap (default: 0)")
     calibrate.add_argument("--apply", metavar="NEW_SCORES", help="calibrate the score column of this file (CSV, "
                                                                  "Parquet or -) instead of the training scores")
+    calibrate.add_argument("--save-model", metavar="MODEL", help="also save the fitted calibration map to this JSON "
+                                                                 "file (isocal's portable format, see "
+                                                                 "isocal.portable), for --model or Python's "
+                                                                 "isocal.portable.load")
+    calibrate.add_argument("--model", metavar="MODEL", help="calibrate SCORES with the map saved in this file by "
+                                                            "--save-model instead of fitting one: the method comes "
+                                                            "from the file, labels are not needed, and --method, "
+                                                            "--n-splits, --seed, --apply and --save-model are errors")
     calibrate.set_defaults(run=_calibrate_command, check=lambda args: _check_calibrate_arguments(calibrate, args))
+
+    warm = commands.add_parser("warmup", help="compile every kernel into Numba's cache now",
+                               description="Make each module's common first calls on tiny inputs so that Numba "
+                                           "compiles its kernels into the cache now rather than during your first "
+                                           "real run (a progress bar shows on a terminal).")
+    warm.set_defaults(run=_warmup_command, check=lambda args: None)
     return parser
 
 

@@ -12,15 +12,16 @@ import numba
 import numpy as np
 from numba import njit
 
-from .core import _two_sum, as_float_array, check_increasing, check_weights
+from .core import _add_partial, _two_prod, _two_sum, as_float_array, check_increasing, check_weights
 from .pava import IsotonicResult, _expand_levels, _pava_kernel, isotonic_regression
+from .quantile import _MIN_TAU, _quantile_fit_sorted
 
 # %% auto #0
 __all__ = ['Loss', 'Squared', 'LogLoss', 'Poisson', 'Gamma', 'LogCosh', 'PseudoHuber', 'Expectile', 'Lp', 'SquaredQuartic',
-           'get_loss', 'CustomLoss', 'isotonic_convex', 'AnytimeState', 'anytime_iter', 'anytime_isotonic']
+           'Quantile', 'get_loss', 'CustomLoss', 'isotonic_convex', 'AnytimeState', 'anytime_iter', 'anytime_isotonic']
 
 # %% ../nbs/02_convex.ipynb #ac4f3ef9
-_SQUARED, _LOGLOSS, _POISSON, _GAMMA, _LOGCOSH, _PSEUDO_HUBER, _EXPECTILE, _LP, _SQUARED_QUARTIC, _CUSTOM = range(10)
+_SQUARED, _LOGLOSS, _POISSON, _GAMMA, _LOGCOSH, _PSEUDO_HUBER, _EXPECTILE, _LP, _SQUARED_QUARTIC, _CUSTOM, _QUANTILE = range(11)
 _EPS = np.finfo(np.float64).eps
 
 @njit(cache=True, inline='always')
@@ -99,7 +100,7 @@ def _curv_bounds(code, params, a, b, ymin, ymax):
     if code == _CUSTOM: return 0.0, np.inf
     if code == _LOGLOSS: rmin, rmax = _abs_range(a, b)          # l''(z) = σ(z)(1 - σ(z)) depends on |z| only
     else: rmin, rmax = _abs_range(a - ymax, b - ymin)           # the others on |r| = |z - y|
-    c_near, c_far = _deriv2(code, params, rmin, 0.0), _deriv2(code, params, rmax, 0.0)
+    c_near, c_far = _deriv2_cold(code, params, rmin, 0.0), _deriv2_cold(code, params, rmax, 0.0)
     if code == _SQUARED_QUARTIC or (code == _LP and params[0] > 2.0): return c_near, c_far
     return c_far, c_near                     # log-loss, pseudo-Huber, log-cosh, Lp with p <= 2: l'' falls with |r|
 
@@ -118,18 +119,29 @@ def _deriv12(code, params, z, y):
     if code == _PSEUDO_HUBER: return _pseudo_huber12(z - y, params[0])
     return _deriv(code, params, z, y), _deriv2(code, params, z, y)
 
+# Called (not inlined) forms for the cold paths. Every inlined copy of the loss switch is typed and compiled again,
+# so only the per-sample loops (`_block_deriv`, `_split_term`) inline it; the rest call these.
+@njit(cache=True)
+def _deriv_cold(code, params, z, y): return _deriv(code, params, z, y)
+
+@njit(cache=True)
+def _deriv2_cold(code, params, z, y): return _deriv2(code, params, z, y)
+
+@njit(cache=True)
+def _deriv12_cold(code, params, z, y): return _deriv12(code, params, z, y)
+
 @njit(cache=True)
 def _point_min(code, params, y):
     "Minimiser of one sample's loss: closed form for the built-ins, bisection on l' for a custom loss (nan: none)."
     if code == _LOGLOSS: return np.log(y) - np.log1p(-y)
     if code == _POISSON or code == _GAMMA: return np.log(y)
     if code != _CUSTOM: return y
-    d0 = _deriv(code, params, y, y)
+    d0 = _deriv_cold(code, params, y, y)
     if d0 == 0.0: return y
     step, lo, hi = max(1.0, abs(y)), y, y
     while True:                                   # doubling away from y until l' changes sign
         z = y - step if d0 > 0.0 else y + step
-        dz = _deriv(code, params, z, y)
+        dz = _deriv_cold(code, params, z, y)
         if d0 > 0.0: lo, hi = z, lo
         else: lo, hi = hi, z
         if (dz <= 0.0) if d0 > 0.0 else (dz >= 0.0): break
@@ -138,7 +150,7 @@ def _point_min(code, params, y):
     while True:                                   # bisection to adjacent doubles
         mid = 0.5 * (lo + hi)
         if mid <= lo or mid >= hi: return mid
-        d = _deriv(code, params, mid, y)
+        d = _deriv_cold(code, params, mid, y)
         if d == 0.0: return mid
         if d > 0.0: hi = mid
         else: lo = mid
@@ -169,8 +181,11 @@ class Loss:
         z, y = np.broadcast_arrays(_float_values(z, 'z'), _float_values(y, 'y'))
         return np.array([_deriv(self.code, self.params, a, b) for a, b in zip(z.ravel(), y.ravel())]).reshape(z.shape)
 
-    def to_mean(self, z): return _LINKS[self.link][0](_float_values(z, 'z'))
+    def to_mean(self, z):
+        "Internal-scale values `z` (logit, log or identity by the loss's link) on the mean scale."
+        return _LINKS[self.link][0](_float_values(z, 'z'))
     def from_mean(self, m):
+        "Mean-scale values `m` on the loss's internal scale (the inverse of `to_mean`)."
         with np.errstate(divide='ignore', invalid='ignore'): return _LINKS[self.link][1](_float_values(m, 'm'))
     def __repr__(self): return self.name
 
@@ -272,6 +287,26 @@ class SquaredQuartic(Loss):
     def _rescaled(self, S):                      # l'_a(S r) = S l'_{a S²}(r); past 1.8e308 the r term is below an ulp
         return SquaredQuartic(self.a * S * S) if np.isfinite(self.a * S * S) else (Lp(4.0) if self.a > 0 else self)
 
+class Quantile(Loss):
+    """Pinball loss ρ_τ(y − z) = (y − z)(τ − 1[y < z]), τ in (0, 1): its minimisers are τ-quantiles (τ = ½: half the
+    absolute error). Piecewise linear, not strictly convex: the isotonic optimum is not unique, and isocal returns the
+    componentwise smallest one, whose levels are lower weighted τ-quantiles of its blocks (`isocal.quantile` derives
+    it and its exact O(n log n) algorithm). τ must be at least 2^-500. Not for `anytime_isotonic`, which bisects on
+    a strictly increasing derivative."""
+    code = _QUANTILE
+    def __init__(self, tau=0.5):
+        self.tau = _param(tau, 'tau', lambda v: _MIN_TAU <= v < 1, 'in (0, 1) and at least 2^-500')
+        self.params, self.name = np.array([self.tau]), f'Quantile(tau={self.tau:g})'
+    def deriv(self, z, y):
+        "The right derivative 1[z ≥ y] − τ (a subgradient), vectorised."
+        z, y = np.broadcast_arrays(_float_values(z, 'z'), _float_values(y, 'y'))
+        return np.where(z >= y, 1.0 - self.tau, -self.tau)
+    def value(self, z, y):
+        "ρ_τ(y − z), vectorised."
+        r = _float_values(y, 'y') - _float_values(z, 'z')
+        return r * (self.tau - (r < 0))
+    def _rescaled(self, S): return self          # homogeneous of degree 1
+
 _NAMED = {'squared': Squared, 'logloss': LogLoss, 'poisson': Poisson, 'gamma': Gamma, 'logcosh': LogCosh}
 
 def get_loss(loss) -> Loss:
@@ -279,7 +314,7 @@ def get_loss(loss) -> Loss:
     if isinstance(loss, Loss): return loss
     if isinstance(loss, str) and loss in _NAMED: return _NAMED[loss]()
     raise ValueError(f"`loss` must be one of {', '.join(map(repr, _NAMED))} or a Loss object "
-                     f"(PseudoHuber, Expectile, Lp, SquaredQuartic, CustomLoss), got {loss!r}")
+                     f"(PseudoHuber, Expectile, Lp, SquaredQuartic, Quantile, CustomLoss), got {loss!r}")
 
 # %% ../nbs/02_convex.ipynb #9312e4e8
 _START, _CNT, _WSUM, _P, _D, _DABS, _LO, _HI, _YMIN, _YMAX, _H = range(11)      # columns of the group stack
@@ -375,18 +410,6 @@ def _block_deriv(code, params, y, w, s, e, z):
         h += t2
     return d, a, h
 
-@njit(cache=True, inline='always')
-def _two_prod(a, b):
-    "(p, err) with p + err = a * b exactly (Dekker's product; err = 0 where splitting would overflow)."
-    p = a * b
-    if not (abs(a) < 1e290 and abs(b) < 1e290): return p, 0.0
-    t = 134217729.0 * a
-    ah = t - (t - a)
-    t = 134217729.0 * b
-    bh = t - (t - b)
-    al, bl = a - ah, b - bh
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
 @njit(cache=True)
 def _split_term(code, params, wi, z, yi):
     """w l'(z; y) as (big, big_err, rest, inexact): big + big_err + rest is the computed term exactly, and `inexact`
@@ -416,22 +439,6 @@ def _split_term(code, params, wi, z, yi):
 def _split_deriv(code, params, y, w, i, z):
     "`_split_term` of sample i."
     return _split_term(code, params, 1.0 if w is None else w[i], z, y[i])
-
-@njit(cache=True, inline='always')
-def _add_partial(partials, n, x):
-    "Add x to Shewchuk's non-overlapping partials[:n] (exactly); returns the new count."
-    k = 0
-    for j in range(n):
-        v = partials[j]
-        if abs(x) < abs(v): x, v = v, x
-        hi = x + v
-        lo = v - (hi - x)
-        if lo != 0.0:
-            partials[k] = lo
-            k += 1
-        x = hi
-    partials[k] = x
-    return k + 1
 
 @njit(cache=True)
 def _block_deriv_exact(code, params, y, w, s, e, z):
@@ -514,7 +521,7 @@ def _taylor_term(code, params, wi, rh, rl):
     """(w l''(rh) rl, a bound on its error): the first-order term of w l'(rh + rl) around rh, with the Taylor
     remainder |w l‴| rl²/2 (for Lp bounded relative to the term itself: |p - 2| |rl/rh| of it, rl/rh <= ε)."""
     if rl == 0.0: return 0.0, 0.0
-    c = wi * _deriv2(code, params, rh, 0.0) * rl
+    c = wi * _deriv2_cold(code, params, rh, 0.0) * rl
     if code == _LP: return c, 8.0 * _EPS * abs(c) * (1.0 + abs(params[0] - 2.0))
     T = _third_beyond(code, params, abs(rh) - abs(rl), abs(rh) + abs(rl))
     return c, 8.0 * _EPS * abs(c) + 0.5 * abs(wi) * T * rl * rl
@@ -690,7 +697,8 @@ def _merge_groups(code, params, y, w, st, a, b, stats):
     p = st[big, _P]
     s, c = int(st[small, _START]), int(st[small, _CNT])
     if c == 1:                                       # the common case: one sample joins, one evaluation
-        ds, hs = _sample_deriv(code, params, y, w, s, p)
+        ds, hs = _deriv12_cold(code, params, p, y[s])
+        if w is not None: ds, hs = w[s] * ds, w[s] * hs
         das = abs(ds)
     else: ds, das, hs = _block_deriv(code, params, y, w, s, s + c, p)
     stats[0] += c
@@ -715,7 +723,7 @@ def _push_group(code, params, y, w, st, g, s, e, m, stats):
     st[g, _YMIN], st[g, _YMAX], st[g, _LO], st[g, _HI] = ymin, ymax, lo, hi
     if e - s == 1 and code != _CUSTOM:
         st[g, _P], st[g, _D], st[g, _DABS] = lo, 0.0, 0.0
-        st[g, _H] = wsum * _deriv12(code, params, lo, y[s])[1]
+        st[g, _H] = wsum * _deriv12_cold(code, params, lo, y[s])[1]
         return True
     return _refine(code, params, y, w, st, g, lo, stats)
 
@@ -810,7 +818,7 @@ def _resolve_all(code, params, y, w, st, ng, levels, starts, wts, stats, tol):
 
 
 # %% ../nbs/02_convex.ipynb #58a10168
-_GENERIC_KERNELS = ('_deriv12', '_sample_deriv', '_split_term', '_taylor_term', '_hires_sum', '_side_hires', '_pinned', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
+_GENERIC_KERNELS = ('_deriv12', '_deriv_cold', '_deriv2_cold', '_deriv12_cold', '_sample_deriv', '_split_term', '_taylor_term', '_hires_sum', '_side_hires', '_pinned', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
                     '_decided_deriv', '_split_deriv', '_determined', '_side', '_refine', '_newton_anchor',
                     '_group_violates', '_merge_groups', '_push_group', '_pool_convex', '_resolve_group', '_resolve_all',
                     '_anytime_step')
@@ -858,6 +866,7 @@ class CustomLoss(Loss):
     def deriv(self, z, y): return np.vectorize(self.d1, otypes=[float])(z, y)
 
     def kernels(self):
+        "The Numba kernels compiled for this loss's derivatives (built on first use, then kept)."
         if self._kernels is None:
             d1, d2 = self.d1, self.d2
             if d2 is None:
@@ -952,6 +961,7 @@ def _fit_increasing(loss, y, w, groups, tol=0.0):
     """(levels on the mean scale, block starts, block weights, derivative evaluations) for positive weights.
     Targets and weights are first divided by powers of two where their sums could overflow (exact, and the
     minimisers scale back exactly)."""
+    if loss.code == _QUANTILE: return _quantile_fit_sorted(loss.tau, y, w, groups)
     n = y.shape[0]
     w, wk = _weight_scale(w)
     if loss.closed_form:                          # a weighted mean: homogeneous in y, whatever the link
@@ -974,6 +984,10 @@ def _fit_increasing(loss, y, w, groups, tol=0.0):
     m = np.array([k._point_min(loss.code, loss.params, v) for v in y]) if loss.code == _CUSTOM else y
     if np.any(~np.isfinite(m)):
         raise ValueError(f"`loss` has no finite minimiser for target {y[np.flatnonzero(~np.isfinite(m))[0]] * S}")
+    # Unit weights and singleton groups passed as arrays: one type specialisation of every kernel, compiled once,
+    # rather than one per combination of None and array (each costs the whole compile again).
+    w = np.ones(n) if w is None else w
+    groups = np.arange(n + 1, dtype=np.intp) if groups is None else groups
     st, stats = np.empty((n, 11)), np.zeros(2, np.int64)
     ng = k._pool_convex(loss.code, loss.params, y, w, m, groups, st, stats)
     levels, starts, wts = np.empty(max(ng, 0)), np.empty(max(ng, 0) + 1, np.intp), np.empty(max(ng, 0))
@@ -1043,7 +1057,8 @@ def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol
     ----------
     loss : str or Loss
         "squared", "logloss", "poisson", "gamma", "logcosh", or a loss object such as `PseudoHuber(delta=1.0)`,
-        `Expectile(tau=0.9)`, `Lp(p=1.5)`, `SquaredQuartic(a=1.0)`, `CustomLoss(deriv)`.
+        `Expectile(tau=0.9)`, `Lp(p=1.5)`, `SquaredQuartic(a=1.0)`, `CustomLoss(deriv)`; also the piecewise-linear
+        `Quantile(tau=0.5)`, whose smallest optimum is returned (see `isocal.quantile`).
     targets : array-like of shape (n,)
         Finite targets in the loss's domain ([0, 1] for "logloss", >= 0 for "poisson", > 0 for "gamma").
     weights : array-like of shape (n,), optional
@@ -1145,7 +1160,9 @@ class AnytimeState:
     converged: bool         # every group finished (tol reached, or adjacent doubles)
 
     @property
-    def width(self) -> float: return float(np.max(self.upper - self.lower)) if len(self.x) else 0.0
+    def width(self) -> float:
+        "The largest bound width upper - lower over the points (0 for no points)."
+        return float(np.max(self.upper - self.lower)) if len(self.x) else 0.0
 
 class _Anytime:
     "State of one anytime run on validated data (internal scale); `step()` does one iteration."
@@ -1202,6 +1219,9 @@ def _internal_bound(loss, value, name, default):
 def _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasing, callback=None):
     inc = check_increasing(increasing)
     loss, y, w = _validate(loss, targets, weights)
+    if loss.code == _QUANTILE:
+        raise ValueError(f"`loss` {loss} is piecewise linear: anytime bisection needs a strictly convex loss; "
+                         f"use isotonic_convex, which returns its smallest optimum exactly")
     _check_tol(tol)
     if max_iter is not None and not (isinstance(max_iter, (int, np.integer)) and not isinstance(max_iter, bool)
                                      and max_iter >= 1):
@@ -1220,7 +1240,8 @@ def _anytime_setup(loss, targets, weights, lower, upper, tol, max_iter, increasi
             raise ValueError(f"the exact fit at sample {i} is {lv[i]:g}, an infinite minimiser on the {loss.link} "
                              f"scale of {loss} (all-0 or all-1 labels there): the anytime bisection cannot bracket "
                              f"it; use isotonic_convex")
-    w = None if w is None else _weight_scale(w)[0]               # sums of weights near 1e308 must not overflow
+    w = np.ones(len(y)) if w is None else _weight_scale(w)[0]    # (scaled: sums of weights near 1e308 must not overflow;
+                                                                 # unit weights as an array: one kernel specialisation)
     loss, S = _target_scale(loss, y)                             # nor residuals of targets near ±1e308
     return _Anytime(loss, y / S, w, lo / S, hi / S, 1.0 if inc else -1.0, S), tol, max_iter
 

@@ -43,7 +43,7 @@ def _ensure_numba_cache_dir() -> str | None:
     os.environ.setdefault('NUMBA_CACHE_DIR', fallback)
     return fallback
 
-NUMBA_CACHE_FALLBACK = _ensure_numba_cache_dir()
+NUMBA_CACHE_FALLBACK = _ensure_numba_cache_dir()   # the directory isocal pointed Numba at, or None if none was needed
 
 # %% ../nbs/00_core.ipynb #096af538
 @njit(cache=True, fastmath={'reassoc', 'nsz'})
@@ -59,6 +59,7 @@ def _first_nonfinite(a):
 
 # %% ../nbs/00_core.ipynb #429c8f9f
 def not_finite_error(name, arr, index) -> ValueError:
+    "The ValueError for a non-finite `arr[index]`, naming the argument `name`, the value and its index."
     return ValueError(f"`{name}` must be finite (no NaN or inf), found {arr[index]} at index {index}")
 
 # %% ../nbs/00_core.ipynb #c2884970
@@ -208,3 +209,40 @@ def _two_sum(a, b):
     s = a + b
     v = s - a
     return s, (a - (s - v)) + (b - v)
+
+# %% ../nbs/00_core.ipynb #c52caf40
+@njit(cache=True, inline='always')
+def _two_prod(a, b):
+    "(p, err) with p + err = a * b exactly (Dekker's product; err = 0 where splitting would overflow)."
+    p = a * b
+    if not (abs(a) < 1e290 and abs(b) < 1e290): return p, 0.0
+    t = 134217729.0 * a
+    ah = t - (t - a)
+    t = 134217729.0 * b
+    bh = t - (t - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+@njit(cache=True, inline='always')
+def _add_partial(partials, n, x):
+    "Add x to Shewchuk's non-overlapping partials[:n] (exactly); returns the new count."
+    k = 0
+    for j in range(n):
+        v = partials[j]
+        if abs(x) < abs(v): x, v = v, x
+        hi = x + v
+        lo = v - (hi - x)
+        if lo != 0.0:
+            partials[k] = lo
+            k += 1
+        x = hi
+    partials[k] = x
+    return k + 1
+
+@njit(cache=True, inline='always')
+def _partials_sign(partials, n):
+    "The sign (-1, 0 or 1) of the exact sum held by Shewchuk's partials[:n]: that of the largest non-zero one."
+    for j in range(n - 1, -1, -1):
+        if partials[j] > 0.0: return 1
+        if partials[j] < 0.0: return -1
+    return 0

@@ -5,19 +5,21 @@
 # %% ../nbs/12_diagnostics.ipynb #c86f8c3e
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from .core import check_choice, check_same_length, check_weights
+from .core import as_float_array, check_choice, check_same_length, check_weights
 from .metrics import _check_labels, _check_level, _check_probabilities, _unit_scale, brier_score, log_loss
 from .pava import fit_staircase
 
 # %% auto #0
 __all__ = ['SCORES', 'BANDS', 'corp_recalibrate', 'ScoreDecomposition', 'score_decomposition', 'MiscalibrationTest',
-           'miscalibration_test', 'consistency_band', 'confidence_band', 'corp_reliability_diagram']
+           'miscalibration_test', 'consistency_band', 'confidence_band', 'corp_reliability_diagram',
+           'quantile_recalibrate', 'quantile_decomposition', 'quantile_reliability_diagram']
 
 # %% ../nbs/12_diagnostics.ipynb #675fdd9d
 def _inputs(p, y, sample_weight, p_name: str = "p"):
@@ -74,7 +76,7 @@ def corp_recalibrate(p, y, sample_weight=None) -> np.ndarray:
     return _recalibrate(p, y, w)
 
 # %% ../nbs/12_diagnostics.ipynb #9e14cfb8
-SCORES = ("brier", "log")
+SCORES = ("brier", "log")   # the proper scores of `score_decomposition` and `miscalibration_test`
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,8 @@ def miscalibration_test(p, y, *, score: str = "brier", sample_weight=None, n_res
                               null_statistics=null)
 
 # %% ../nbs/12_diagnostics.ipynb #8f70acab
-BANDS = ("resampling", "asymptotic")
+BANDS = ("resampling", "asymptotic", "normal", "chernoff")   # the methods of `consistency_band`
+_REPEATS_FOR_NORMAL = 10      # "asymptotic": the normal limit when forecasts repeat this often on average
 
 
 def _at_distinct(p, values):
@@ -228,10 +231,13 @@ def consistency_band(p, sample_weight=None, *, level: float = 0.9, method: str =
         Non-negative weights, not all zero.
     level : float, default 0.9
         Pointwise coverage, in (0, 1).
-    method : {"resampling", "asymptotic"}
-        "resampling": quantiles of the CORP curves of labels drawn as Bernoulli(p). "asymptotic": the normal
-        limit x ± z·sqrt(x(1 − x)/n_x) of the label frequency among the n_x forecasts equal to x (Kish's effective
-        size with weights), the limit for forecasts taking few distinct values.
+    method : {"resampling", "asymptotic", "normal", "chernoff"}
+        "resampling": quantiles of the CORP curves of labels drawn as Bernoulli(p). "normal": the limit
+        x ± z·sqrt(x(1 − x)/n_x) of the label frequency among the n_x forecasts equal to x (Kish's effective size
+        with weights), for forecasts taking few distinct values. "chernoff": the cube-root limit for continuous
+        forecasts, x ± c·(4x(1 − x)/(n f(x)))^(1/3) with c a quantile of Chernoff's distribution and f the
+        forecasts' density. "asymptotic": "normal" if the forecasts repeat at least 10 times each on average,
+        else "chernoff".
     n_resamples : int, default 1000
         Label vectors drawn for "resampling".
     seed : int, numpy.random.Generator or None
@@ -248,7 +254,9 @@ def consistency_band(p, sample_weight=None, *, level: float = 0.9, method: str =
     method = check_choice(method, "method", BANDS)
     n_resamples = _check_count(n_resamples, "n_resamples")
     if method == "asymptotic":
-        return _asymptotic_band(p, w, level)
+        method = "normal" if len(p) >= _REPEATS_FOR_NORMAL * len(np.unique(p)) else "chernoff"
+    if method == "normal": return _asymptotic_band(p, w, level)
+    if method == "chernoff": return _chernoff_band(p, w, level)
     rng = np.random.default_rng(seed)
     curves = [_at_distinct(p, _recalibrate(p, _null_labels(p, rng), w))[1] for _ in range(n_resamples)]
     return (np.unique(p),) + _pointwise(np.array(curves), level)
@@ -258,7 +266,7 @@ def _asymptotic_band(p, w, level):
     "x ± z·sqrt(x(1 − x)/n_x) at the distinct forecasts x, n_x their (effective) count, clipped to [0, 1]."
     from statistics import NormalDist
     x, inverse = np.unique(p, return_inverse=True)
-    w = np.ones_like(p) if w is None else np.ldexp(w, -np.frexp(w.max())[1])
+    w = _effective_weights(p, w)[0]
     n_x = np.bincount(inverse, w) ** 2 / np.maximum(np.bincount(inverse, w * w), np.finfo(float).tiny)
     half = NormalDist().inv_cdf((1 + level) / 2) * np.sqrt(x * (1 - x) / np.maximum(n_x, 1e-300))
     return x, np.clip(x - half, 0.0, 1.0), np.clip(x + half, 0.0, 1.0)
@@ -294,11 +302,49 @@ def confidence_band(p, y, sample_weight=None, *, level: float = 0.9, n_resamples
         curves.append(fit_staircase(p[i], y[i], None if w is None else w[i], ties="secondary")(x))
     return (x,) + _pointwise(np.clip(np.array(curves), 0.0, 1.0), level)
 
+
+@functools.lru_cache(maxsize=None)
+def _chernoff_quantile(prob: float) -> float:
+    """The `prob` quantile of Chernoff's distribution, Z = argmax_t (W(t) - t^2) for two-sided Brownian motion W.
+    Its density is g(z) g(-z) / 2, where g has Fourier transform 2^(1/3) / Ai(i 2^(-1/3) s) (Groeneboom 1989);
+    g is computed by quadrature (1/Ai decays super-exponentially along the imaginary axis) on a grid of step 0.01
+    over [0, 3], where the density is negligible beyond. Checked in the notebook: mass 1 and variance 0.26356."""
+    from scipy.integrate import quad
+    from scipy.special import airy
+
+    def g(t):
+        integrand = lambda s: (np.exp(-1j * s * t) * 2 ** (1 / 3) / airy(1j * 2 ** (-1 / 3) * s)[0]).real
+        return quad(integrand, 0, 40, limit=400)[0] / np.pi
+
+    z = np.linspace(0.0, 3.0, 301)
+    density = 0.5 * np.array([g(v) * g(-v) for v in z])
+    cdf = 0.5 + np.r_[0.0, np.cumsum((density[1:] + density[:-1]) / 2 * np.diff(z))]
+    return float(np.interp(prob, cdf, z))
+
+
+def _effective_weights(p, w):
+    "The weights scaled by a power of two (exact) and Kish's effective sample size; unit weights if `w` is None."
+    w = np.ones_like(p) if w is None else np.ldexp(w, -np.frexp(w.max())[1])
+    return w, w.sum() ** 2 / max((w * w).sum(), np.finfo(float).tiny)
+
+
+def _chernoff_band(p, w, level):
+    """x ± z·(4 x(1 − x) / (n f(x)))^(1/3) at the distinct forecasts x: the cube-root limit of isotonic regression
+    under calibration (regression function m(x) = x, variance x(1 − x)), f the forecasts' density (a Gaussian
+    kernel estimate, which halves near 0 and 1 and so widens the band there), n the effective sample size."""
+    from scipy.stats import gaussian_kde
+    x = np.unique(p)
+    w, n = _effective_weights(p, w)
+    if len(x) < 2: return x, x.copy(), x.copy()
+    density = gaussian_kde(p, weights=w)(x)
+    half = _chernoff_quantile((1 + level) / 2) * np.cbrt(4 * x * (1 - x) / (n * np.maximum(density, 1e-300)))
+    return x, np.clip(x - half, 0.0, 1.0), np.clip(x + half, 0.0, 1.0)
+
 # %% ../nbs/12_diagnostics.ipynb #c03d84bd
-def _check_probs(probs) -> dict:
-    "The `{name: forecasts}` mapping of `corp_reliability_diagram`, or an error naming `probs`."
+def _check_probs(probs, arg: str = "probs") -> dict:
+    "The `{name: forecasts}` mapping of a diagram function, or an error naming the argument `arg`."
     if not isinstance(probs, Mapping) or not probs:
-        raise TypeError(f"`probs` must be a non-empty mapping from name to forecasts, got {type(probs).__name__}")
+        raise TypeError(f"`{arg}` must be a non-empty mapping from name to forecasts, got {type(probs).__name__}")
     return dict(probs)
 
 
@@ -339,7 +385,7 @@ def corp_reliability_diagram(y, probs, *, sample_weight=None, score: str = "brie
         Score of the decomposition printed in each panel.
     level : float, default 0.9
         Pointwise level of the bands.
-    consistency : {"resampling", "asymptotic"} or None
+    consistency : {"resampling", "asymptotic", "normal", "chernoff"} or None
         Consistency band (see `consistency_band`); None draws none.
     confidence : bool, default True
         Draw the bootstrap confidence band of the recalibration curve (see `confidence_band`).
@@ -380,5 +426,122 @@ def corp_reliability_diagram(y, probs, *, sample_weight=None, score: str = "brie
         ax.set(xlim=(0, 1), ylim=(0, 1), aspect="equal", xlabel="forecast probability p",
                ylabel="CORP recalibrated probability p̂")
         ax.legend(loc="lower right", bbox_to_anchor=(1.0, 0.25), fontsize="x-small")
+    fig.tight_layout()
+    return fig
+
+# %% ../nbs/12_diagnostics.ipynb #9917c1ed
+def _quantile_inputs(q, y, tau, sample_weight, q_name: str = "q"):
+    "Validated `(q, y, sample_weight, Quantile(tau))`: finite forecasts and outcomes of equal length."
+    from isocal.convex import Quantile
+    q, y = as_float_array(q, q_name, allow_empty=False), as_float_array(y, "y", allow_empty=False)
+    n = check_same_length(**{q_name: q, "y": y})
+    return q, y, check_weights(sample_weight, n, "sample_weight"), Quantile(tau)
+
+
+def _quantile_recalibrate(q, y, w, loss):
+    "The smallest isotonic tau-quantile regression of `y` on `q`, tied forecasts pooled."
+    return fit_staircase(q, y, w, ties="secondary", loss=loss).fitted
+
+
+def quantile_recalibrate(q, y, tau, sample_weight=None) -> np.ndarray:
+    """CORP recalibration of τ-quantile forecasts `q`: the isotonic τ-quantile regression of `y` on `q`.
+
+    Parameters
+    ----------
+    q : array-like of shape (n,)
+        Finite forecasts of the τ-quantile of each outcome.
+    y : array-like of shape (n,)
+        Finite outcomes.
+    tau : float
+        The quantile level, in (0, 1).
+    sample_weight : array-like of shape (n,), optional
+        Non-negative weights, not all zero.
+
+    Returns
+    -------
+    numpy.ndarray
+        The recalibrated forecasts q̂ in the order of `q`: non-decreasing in `q`, equal for equal forecasts, each the
+        lower weighted τ-quantile of the outcomes in its block (the smallest optimum; see `isocal.quantile`).
+    """
+    q, y, w, loss = _quantile_inputs(q, y, tau, sample_weight)
+    return _quantile_recalibrate(q, y, w, loss)
+
+
+def _mean_pinball(y, q, w, tau) -> float:
+    "Weighted mean pinball score of forecasts `q`, summed without rounding in the summation (`math.fsum`)."
+    r = y - q
+    terms = r * (tau - (r < 0))
+    if w is None: return math.fsum(terms) / len(y)
+    return math.fsum(terms * w) / math.fsum(w)
+
+
+def quantile_decomposition(q, y, tau, sample_weight=None) -> ScoreDecomposition:
+    """CORP decomposition of the mean pinball score of τ-quantile forecasts `q`: `score = mcb - dsc + unc`.
+
+    Parameters
+    ----------
+    q, y, tau, sample_weight
+        As in `quantile_recalibrate`.
+
+    Returns
+    -------
+    ScoreDecomposition
+        `score` = S̄(q), `mcb` = S̄(q) − S̄(q̂) ≥ 0, `dsc` = S̄(q̄) − S̄(q̂) ≥ 0, `unc` = S̄(q̄), with S̄ the weighted mean
+        pinball score, q̂ the recalibration and q̄ the lower weighted τ-quantile of all outcomes; rounded to a common
+        grid as in `score_decomposition`, so the identity holds exactly. `score_name` is "pinball(τ)".
+    """
+    q, y, w, loss = _quantile_inputs(q, y, tau, sample_weight)
+    return _quantile_decompose(q, y, w, loss)
+
+
+def _quantile_decompose(q, y, w, loss) -> ScoreDecomposition:
+    q_hat = _quantile_recalibrate(q, y, w, loss)
+    q_bar = _quantile_recalibrate(np.zeros(len(y)), y, w, loss)          # all tied: one block
+    s_q, s_hat, s_bar = _on_common_grid([_mean_pinball(y, v, w, loss.tau) for v in (q, q_hat, q_bar)])
+    s_hat = min(s_hat, s_q, s_bar)                 # q and q̄ are isotonic maps of q too
+    return ScoreDecomposition(score=s_q, mcb=s_q - s_hat, dsc=s_bar - s_hat, unc=s_bar,
+                              score_name=f"pinball({loss.tau:g})")
+
+# %% ../nbs/12_diagnostics.ipynb #8ae4c006
+def quantile_reliability_diagram(y, forecasts, tau, *, sample_weight=None, panel_size: float = 4.0):
+    """Quantile reliability diagrams (CORP) of several τ-quantile forecasts of the same outcomes, one panel each.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Finite outcomes.
+    forecasts : Mapping[str, array-like]
+        Forecasts of the τ-quantile of each outcome, for each forecaster, each of shape (n,).
+    tau : float
+        The quantile level, in (0, 1).
+    sample_weight : array-like of shape (n,), optional
+        Non-negative weights, not all zero.
+    panel_size : float, default 4.0
+        Width and height of each panel in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One panel per forecast: outcomes against forecasts (grey), the recalibrated q̂ (step), the diagonal, and
+        the pinball decomposition. Points of the curve below the diagonal: the forecast is too high there.
+    """
+    forecasts = _check_probs(forecasts, "forecasts")
+    checked = {name: _quantile_inputs(q, y, tau, sample_weight, q_name=f"forecasts[{name!r}]")
+               for name, q in forecasts.items()}
+    import matplotlib.pyplot as plt  # lazily, as in corp_reliability_diagram
+
+    fig, axes = plt.subplots(1, len(checked), figsize=(panel_size * len(checked), panel_size), squeeze=False)
+    for k, (ax, (name, (q, yv, w, loss))) in enumerate(zip(axes[0], checked.items())):
+        x, q_hat = _at_distinct(q, _quantile_recalibrate(q, yv, w, loss))
+        d = _quantile_decompose(q, yv, w, loss)
+        lo, hi = np.quantile(np.r_[q, yv], [0.005, 0.995])
+        ax.scatter(q, yv, s=3, color="0.75", alpha=0.5, rasterized=True, label="outcomes")
+        ax.step(x, q_hat, where="post", color=f"C{k}", label=f"{name} (CORP)")
+        ax.plot([lo, hi], [lo, hi], linestyle="--", color="0.4", linewidth=1)
+        ax.text(0.03, 0.97, f"{name}\n{d.score_name} {d.score:.4g}\nMCB {d.mcb:.4g}\nDSC {d.dsc:.4g}\nUNC {d.unc:.4g}",
+                transform=ax.transAxes, va="top", ha="left", fontsize="x-small", family="monospace", color=f"C{k}")
+        ax.set(xlim=(lo, hi), ylim=(lo, hi), aspect="equal", xlabel=f"forecast {loss.tau:g}-quantile q",
+               ylabel="recalibrated q̂")
+        ax.legend(loc="lower right", fontsize="x-small")
     fig.tight_layout()
     return fig

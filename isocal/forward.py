@@ -15,10 +15,11 @@ from .pava import isotonic_regression
 
 # %% auto #0
 __all__ = ['METHODS', 'heavy_weight', 'forward_predict', 'loo_predictions_naive', 'loo_predictions', 'loo_all', 'isotonic_loss',
-           'excess_loo', 'regret_increment', 'ForwardLearner', 'RegretResult', 'simulate_regret', 'segment_sequence']
+           'excess_loo', 'regret_increment', 'ForwardLearner', 'RegretResult', 'simulate_regret', 'segment_sequence',
+           'ew_regret_bound', 'ew_levels', 'ew_predict', 'o2b_predict', 'O2BResult', 'o2b_loo']
 
 # %% ../nbs/05_forward.ipynb #b5ec3cdd
-METHODS = ("ir-int", "log-ivap", "brier-ivap", "lsm", "heavy", "direct")
+METHODS = ("ir-int", "log-ivap", "brier-ivap", "lsm", "heavy", "direct")   # the forward algorithms, by name
 
 def _check_labels(y, name='y'):
     if y.size and (y.min() < 0.0 or y.max() > 1.0):
@@ -436,7 +437,9 @@ class ForwardLearner:
         self._x, self._y = [], []
 
     @property
-    def n_seen(self) -> int: return len(self._x)
+    def n_seen(self) -> int:
+        "The number of labelled points seen so far."
+        return len(self._x)
 
     def predict(self, x) -> float:
         "The prediction for the next instance `x` from all points seen so far."
@@ -444,6 +447,7 @@ class ForwardLearner:
                                gamma=self.gamma, lam=self.lam)
 
     def update(self, x, y) -> "ForwardLearner":
+        "Add the labelled point (x, y) after predicting it; returns the learner."
         x, y = _scalar(x, 'x'), _check_label(y, 'y')
         self._x.append(x)
         self._y.append(y)
@@ -509,3 +513,358 @@ def segment_sequence(n: int):
     k = np.repeat(np.arange(1, n + 1), n)
     y = (np.tile(np.arange(n), n) < k).astype(float)
     return np.arange(n * n, dtype=float), y
+
+# %% ../nbs/05_forward.ipynb #22fa8f0a
+def _check_eta(eta):
+    "η of exponential weights: a real number in (0, 1/2], where the squared loss on [0, 1] is η-exp-concave."
+    if isinstance(eta, bool) or not isinstance(eta, (int, float, np.integer, np.floating)):
+        raise TypeError(f"`eta` must be a real number in (0, 0.5], got {eta!r}")
+    eta = float(eta)
+    if not 0.0 < eta <= 0.5:
+        raise ValueError(f"`eta` must lie in (0, 0.5] (the squared loss is η-exp-concave only there), got {eta}")
+    return eta
+
+def _log_n_functions(n_distinct, levels):
+    "ln |F_K| = ln C(G + K, K): the number of non-decreasing maps from G distinct x to the K + 1 levels."
+    return math.lgamma(n_distinct + levels + 1) - math.lgamma(levels + 1) - math.lgamma(n_distinct + 1)
+
+def _distinct(t, n_distinct):
+    if n_distinct is None: return t
+    n_distinct = _check_count(n_distinct, 'n_distinct')
+    if n_distinct > t: raise ValueError(f"`n_distinct` must be at most `t` = {t}, got {n_distinct}")
+    return n_distinct
+
+def ew_regret_bound(t: int, levels: int, *, n_distinct=None, eta: float = 0.5) -> float:
+    """The fixed-design regret bound of exponential weights on the grid isotonic class with `levels` = K steps, for
+    `t` points of which `n_distinct` (default `t`) distinct x: (1/η) ln C(G + K, K) + t/(4K²), whatever the labels and
+    the order. Divided by t it bounds loo_t of the online-to-batch learner (Theorem 3.1)."""
+    t = _check_count(t, 't')
+    levels, eta = _check_count(levels, 'levels'), _check_eta(eta)
+    return _log_n_functions(_distinct(t, n_distinct), levels) / eta + t / (4.0 * levels * levels)
+
+def ew_levels(t: int, *, n_distinct=None, eta: float = 0.5) -> int:
+    """The grid size K minimising `ew_regret_bound` for `t` points (`n_distinct` distinct x, default `t`):
+    for distinct x, K is of order (ηt / ln t)^{1/3} and the bound O(t^{1/3} (ln t)^{2/3})."""
+    t = _check_count(t, 't')
+    g, eta = _distinct(t, n_distinct), _check_eta(eta)
+    ks = range(1, math.isqrt(t) + 2)          # beyond √t the log term grows faster than t/(4K²) falls
+    return min(ks, key=lambda k: _log_n_functions(g, k) / eta + t / (4.0 * k * k))
+
+# %% ../nbs/05_forward.ipynb #a41f92d3
+@njit(cache=True)
+def _set_group(cnt, sm, K, eta, kz, par, g):
+    """The factor e_g(k) = exp(-η Σ_j (k/K - y_j)²) of group g over its revealed labels (count c, sum s) is, up to a
+    constant, exp(-ηc (k/K - s/c)²): a Gaussian bump on the grid. Stored as its peak k0 = round(Ks/c), the value
+    there, the ratios e(k0+1)/e(k0) and e(k0-1)/e(k0), and ρ = exp(-2ηc/K²), by which each ratio shrinks per step.
+    No revealed label: the factor is 1."""
+    c = cnt[g]
+    if c <= 0.0:
+        kz[g] = 0
+        par[g, 0] = 1.0
+        par[g, 1] = 1.0
+        par[g, 2] = 1.0
+        par[g, 3] = 1.0
+        return
+    mu = min(1.0, max(0.0, sm[g] / c))
+    a = eta * c
+    k0 = min(K, int(mu * K + 0.5))
+    d = k0 / K - mu
+    kz[g] = k0
+    par[g, 0] = math.exp(-a * d * d)
+    par[g, 1] = math.exp(-a * ((2 * k0 + 1) / (K * K) - 2.0 * mu / K))
+    par[g, 2] = math.exp(-a * (2.0 * mu / K - (2 * k0 - 1) / (K * K)))
+    par[g, 3] = math.exp(-2.0 * a / (K * K))
+
+@njit(cache=True)
+def _fill_emission(kz, par, g, K, e):
+    "e[k] for k = 0..K from the stored bump: two products outward from the peak, tails below 1e-300 set to 0."
+    k0 = kz[g]
+    e[k0] = par[g, 0]
+    for side in range(2):
+        v, r = par[g, 0], par[g, 1 + side]
+        step = 1 if side == 0 else -1
+        k = k0 + step
+        while 0 <= k <= K:
+            v *= r
+            if v < 1e-300:
+                while 0 <= k <= K:
+                    e[k] = 0.0
+                    k += step
+                break
+            e[k] = v
+            r *= par[g, 3]
+            k += step
+
+@njit(cache=True)
+def _ew_pass(kz, par, K, alpha, post):
+    """Exponential weights on the grid isotonic class in one forward-backward pass over the G groups of tied x:
+    a function is a non-decreasing path of levels k_0 ≤ … ≤ k_{G-1}, its weight Π_g e_g(k_g), so
+    α_g(k) = e_g(k) Σ_{k' ≤ k} α_{g-1}(k') and β_g(k) = Σ_{k' ≥ k} e_{g+1}(k') β_{g+1}(k') (prefix sums: O(GK)).
+    post[g] = Σ_k (k/K) α_g(k) β_g(k) / Σ_k α_g(k) β_g(k), the posterior mean at group g; α (rescaled to sum 1 at
+    every group) is kept for `_ew_loo_pass`."""
+    G = kz.shape[0]
+    e = np.empty(K + 1)
+    for g in range(G):
+        _fill_emission(kz, par, g, K, e)
+        run, tot = 0.0, 0.0
+        for k in range(K + 1):
+            if g > 0: run += alpha[g - 1, k]
+            elif k == 0: run = 1.0
+            v = e[k] * run
+            alpha[g, k] = v
+            tot += v
+        inv = 1.0 / tot
+        for k in range(K + 1): alpha[g, k] *= inv
+    beta = np.ones(K + 1)
+    for g in range(G - 1, -1, -1):
+        if g < G - 1:
+            _fill_emission(kz, par, g + 1, K, e)
+            run, tot = 0.0, 0.0
+            for k in range(K, -1, -1):
+                run += e[k] * beta[k]
+                beta[k] = run
+                tot += run
+            inv = 1.0 / tot
+            for k in range(K + 1): beta[k] *= inv
+        num, den = 0.0, 0.0
+        for k in range(K + 1):
+            p = alpha[g, k] * beta[k]
+            num += p * k
+            den += p
+        post[g] = num / (den * K)
+
+# %% ../nbs/05_forward.ipynb #51400c6d
+def _groups(x):
+    "The sorted distinct x (the chain `_ew_pass` runs along) and the group of every point."
+    ux, inv = np.unique(x, return_inverse=True)
+    return ux, inv.astype(np.intp)
+
+def _ew_tables(n_groups, K):
+    return np.empty(n_groups, np.intp), np.empty((n_groups, 4)), np.empty((n_groups, K + 1)), np.empty(n_groups)
+
+def _ew_posterior(grp, n_groups, y_seen, grp_seen, K, eta):
+    "Posterior mean of exponential weights at every group, given the labels `y_seen` at groups `grp_seen`."
+    cnt = np.bincount(grp_seen, minlength=n_groups).astype(float)
+    sm = np.bincount(grp_seen, weights=y_seen, minlength=n_groups)
+    kz, par, alpha, post = _ew_tables(n_groups, K)
+    for g in range(n_groups): _set_group(cnt, sm, K, eta, kz, par, g)
+    _ew_pass(kz, par, K, alpha, post)
+    return post
+
+def ew_predict(x_design, x_seen, y_seen, *, levels=None, eta: float = 0.5) -> np.ndarray:
+    """The fixed-design learner of Section 3: exponential weights (rate `eta`, uniform prior) over the isotonic
+    functions of x on the design points with values in {0, 1/K, …, 1}, K = `levels` (default `ew_levels`).
+
+    Returns the posterior mean at every point of `x_design` given the revealed labelled points (`x_seen`, `y_seen`),
+    each of whose x must be a design point; tied design points share one value (an isotonic function is a function
+    of x). One forward-backward pass, O(GK) for G distinct x. Its regret, for every order of revelation, is at most
+    `ew_regret_bound`."""
+    x = as_float_array(x_design, 'x_design', allow_empty=False)
+    xs = as_float_array(x_seen, 'x_seen')
+    ys = _check_labels(as_float_array(y_seen, 'y_seen'), 'y_seen')
+    check_same_length(x_seen=xs, y_seen=ys)
+    eta = _check_eta(eta)
+    ux, grp = _groups(x)
+    K = ew_levels(len(x), n_distinct=len(ux), eta=eta) if levels is None else _check_count(levels, 'levels')
+    pos = np.searchsorted(ux, xs)
+    bad = np.flatnonzero((pos >= len(ux)) | (ux[np.minimum(pos, len(ux) - 1)] != xs))
+    if bad.size:
+        raise ValueError(f"`x_seen` must hold design points (values of `x_design`), found {xs[bad[0]]} "
+                         f"at index {bad[0]}")
+    return _ew_posterior(grp, len(ux), ys, pos.astype(np.intp), K, eta)[grp]
+
+# %% ../nbs/05_forward.ipynb #74a2ce86
+def o2b_predict(x_past, y_past, x_new, *, levels=None, eta: float = 0.5, n_samples=None, seed=None) -> float:
+    """The random-permutation learner of eq. (3): the fixed-design learner `ew_predict` with design = the past
+    instances and `x_new` (horizon t = past size + 1), averaged over a uniformly random time j ∈ {1, …, t} and a
+    random order of the past, i.e. over a uniform random subset of j − 1 past labels (exponential weights depends
+    only on which labels were revealed, not on their order).
+
+    `n_samples=None`: the exact average, enumerating all 2^(t−1) subsets of the past (at most 15 past points).
+    `n_samples=n`: the mean of n draws of (j, subset), footnote 2's randomised learner when n = 1."""
+    x_past, y_past, x_new = _past_and_new(x_past, y_past, x_new)
+    eta = _check_eta(eta)
+    design = np.append(x_past, x_new)
+    ux, grp = _groups(design)
+    t = len(design)
+    K = ew_levels(t, n_distinct=len(ux), eta=eta) if levels is None else _check_count(levels, 'levels')
+    at_new = lambda S: _ew_posterior(grp, len(ux), y_past[S], grp[:-1][S], K, eta)[grp[-1]]
+    if n_samples is None:
+        if t - 1 > 15:
+            raise ValueError(f"the exact average enumerates 2^{t - 1} subsets of the past: pass `n_samples` for more "
+                             f"than 15 past points (got {t - 1} in `x_past`)")
+        total = 0.0
+        for mask in range(2 ** (t - 1)):
+            S = np.array([(mask >> j) & 1 for j in range(t - 1)], bool)
+            total += at_new(S) / math.comb(t - 1, int(S.sum()))
+        return total / t
+    n_samples, rng = _check_count(n_samples, 'n_samples'), _rng(seed)
+    draws = []
+    for _ in range(n_samples):
+        j = int(rng.integers(1, t + 1))
+        S = np.zeros(t - 1, bool)
+        S[rng.permutation(t - 1)[:j - 1]] = True
+        draws.append(at_new(S))
+    return float(np.mean(draws))
+
+# %% ../nbs/05_forward.ipynb #ad2629ef
+@njit(cache=True)
+def _ew_loo_pass(kz, par, K, eta, members, gstart, ys, alpha, post, out):
+    """Exponential weights at every point i with all labels revealed except its own: one full pass, then, sweeping
+    back, the marginal α_g(k)β_g(k) of i's group with i's own factor exp(-η(k/K − yᵢ)²) divided out (it enters
+    only there). `members` lists the points group by group, group g at members[gstart[g]:gstart[g+1]]."""
+    _ew_pass(kz, par, K, alpha, post)
+    G = kz.shape[0]
+    e = np.empty(K + 1)
+    b = np.ones(K + 1)
+    for g in range(G - 1, -1, -1):
+        if g < G - 1:
+            _fill_emission(kz, par, g + 1, K, e)
+            run, tot = 0.0, 0.0
+            for k in range(K, -1, -1):
+                run += e[k] * b[k]
+                b[k] = run
+                tot += run
+            for k in range(K + 1): b[k] /= tot
+        for j in range(gstart[g], gstart[g + 1]):
+            i = members[j]
+            y = ys[i]
+            top = max(y, 1.0 - y)
+            num, den = 0.0, 0.0
+            for k in range(K + 1):
+                d = k / K - y
+                p = alpha[g, k] * b[k] * math.exp(eta * (d * d - top * top))   # the factor's inverse, scaled to ≤ 1
+                num += p * k
+                den += p
+            out[i] = num / (den * K)
+
+@njit(cache=True)
+def _o2b_round(cnt, sm, cnt0, sm0, K, eta, kz, par, grp, ys, order, b, alpha, post, out):
+    """One round of the estimator: `order` (a random permutation) cut into blocks of b points, the last one
+    overlapping the previous so that all have b; each block is held out in turn (its labels removed from its groups'
+    factors, which are then restored from `cnt0`, `sm0`) and one pass gives the prediction at each of its points from
+    the other t − b labels. Returns the number of passes, ⌈t/b⌉."""
+    t = order.shape[0]
+    start, passes = 0, 0
+    while start < t:
+        lo = min(start, t - b)
+        for j in range(lo, lo + b):
+            i = order[j]
+            cnt[grp[i]] -= 1.0
+            sm[grp[i]] -= ys[i]
+        for j in range(lo, lo + b): _set_group(cnt, sm, K, eta, kz, par, grp[order[j]])
+        _ew_pass(kz, par, K, alpha, post)
+        passes += 1
+        for j in range(start, lo + b): out[order[j]] = post[grp[order[j]]]
+        for j in range(lo, lo + b):
+            g = grp[order[j]]
+            cnt[g], sm[g] = cnt0[g], sm0[g]
+            _set_group(cnt, sm, K, eta, kz, par, g)
+        start = lo + b
+    return passes
+
+@njit(cache=True)
+def _o2b_exact(K, eta, grp, n_groups, ys, pred, loss):
+    """Eq. (3) exactly for t ≤ 20 points: every subset S of revealed labels, one pass each; a point i ∉ S gets the
+    weight 1/(t·C(t−1, |S|)) of S among the subsets of D₋ᵢ of its size. pred: ŷᵢ; loss: E(yᵢ − p)² over the same
+    draws (the randomised learner)."""
+    t = ys.shape[0]
+    binom = np.ones(t)
+    for s in range(1, t): binom[s] = binom[s - 1] * (t - s) / s
+    kz, par = np.empty(n_groups, np.intp), np.empty((n_groups, 4))
+    alpha, post = np.empty((n_groups, K + 1)), np.empty(n_groups)
+    cnt, sm = np.zeros(n_groups), np.zeros(n_groups)
+    pred[:] = 0.0
+    loss[:] = 0.0
+    for mask in range(1 << t):
+        cnt[:] = 0.0
+        sm[:] = 0.0
+        size = 0
+        for i in range(t):
+            if (mask >> i) & 1:
+                cnt[grp[i]] += 1.0
+                sm[grp[i]] += ys[i]
+                size += 1
+        if size == t: continue
+        for g in range(n_groups): _set_group(cnt, sm, K, eta, kz, par, g)
+        _ew_pass(kz, par, K, alpha, post)
+        w = 1.0 / (t * binom[size])
+        for i in range(t):
+            if not (mask >> i) & 1:
+                p = post[grp[i]]
+                pred[i] += w * p
+                loss[i] += w * (ys[i] - p) ** 2
+
+# %% ../nbs/05_forward.ipynb #a261faf6
+class O2BResult(RegretResult):
+    "Results of `o2b_loo` (a dict with attribute access)."
+
+def _o2b_weights(t):
+    "q(m) ∝ (t − m)(1/(2t) + 1/(2 H_t (m+1))) over m = 0..t−1 revealed labels: ≈ 2 passes a round, small m favoured."
+    m = np.arange(t, dtype=float)
+    q = (t - m) * (0.5 / t + 0.5 / (np.sum(1.0 / np.arange(1, t + 1)) * (m + 1)))
+    return q / q.sum()
+
+def o2b_loo(x, y, *, levels=None, eta: float = 0.5, n_rounds: int = 32, seed=None, exact=None) -> O2BResult:
+    """Leave-one-out of the online-to-batch learner (3) built on `ew_predict`, for every point of D = {(xᵢ, yᵢ)}.
+
+    Returns an `O2BResult` with `predictions` (ŷᵢ of eq. (3) given D₋ᵢ), `loo` (loo_t(D) of these predictions,
+    eq. (2)), `randomized_loo` (the expected loo_t of footnote 2's randomised learner, which equals
+    E_σ[Reg_t(fixed design | σ)]/t: Theorem 3.1's right side), `randomized_se` (its standard error over rounds; 0 when
+    exact), `last_term` ((3)'s term j = t: exponential weights at xᵢ from all of D₋ᵢ), `bound`
+    (`ew_regret_bound`/t), `levels` (K), `exact` and `passes` (forward-backward passes run).
+
+    `exact=True` (default when t ≤ 12, allowed up to t = 20): every subset of revealed labels, 2^t passes.
+    Otherwise an unbiased Monte-Carlo estimate from `n_rounds` ≥ 2 rounds (`seed` for the generator): a round draws
+    the number m of revealed labels with probability q(m) ∝ (t − m)(1/(2t) + 1/(2H_t(m+1))), holds out the blocks of
+    size t − m of a random permutation in turn (one pass gives every held-out point a prediction from a uniform
+    m-subset of the others) and reweights by 1/(t q(m)), with `last_term` (m = t − 1, one pass for all points) as
+    control variate. `loo` subtracts the estimator's variance, so it is unbiased for loo_t of the exact predictions;
+    `predictions` are unbiased too (and may leave [0, 1] by a little).
+    """
+    x, y = _check_data(x, y)
+    eta, t = _check_eta(eta), len(x)
+    if exact is not None and not isinstance(exact, (bool, np.bool_)):
+        raise TypeError(f"`exact` must be None, True or False, got {exact!r}")
+    exact = t <= 12 if exact is None else bool(exact)
+    if exact and t > 20:
+        raise ValueError(f"`exact=True` enumerates 2^t subsets and needs t ≤ 20, got t = {t} in `x`, `y`")
+    n_rounds, rng = _check_count(n_rounds, 'n_rounds'), _rng(seed)
+    if n_rounds < 2: raise ValueError(f"`n_rounds` must be at least 2 (the variance is estimated), got {n_rounds}")
+    ux, grp = _groups(x)
+    G = len(ux)
+    K = ew_levels(t, n_distinct=G, eta=eta) if levels is None else _check_count(levels, 'levels')
+    lstar = _isotonic_fit_by_x(x, y, np.ones(t))[1]
+    cnt = np.bincount(grp, minlength=G).astype(float)
+    sm = np.bincount(grp, weights=y, minlength=G)
+    kz, par, alpha, post = _ew_tables(G, K)
+    for g in range(G): _set_group(cnt, sm, K, eta, kz, par, g)
+    base = np.empty(t)
+    members = np.argsort(grp, kind='stable').astype(np.intp)
+    gstart = np.searchsorted(grp[members], np.arange(G + 1)).astype(np.intp)
+    _ew_loo_pass(kz, par, K, eta, members, gstart, y, alpha, post, base)
+    res = O2BResult(levels=K, exact=exact, bound=ew_regret_bound(t, K, n_distinct=G, eta=eta) / t, last_term=base)
+    if exact:
+        pred, loss = np.empty(t), np.empty(t)
+        _o2b_exact(K, eta, grp, G, y, pred, loss)
+        res.update(predictions=pred, loo=float(np.sum((y - pred) ** 2) - lstar) / t,
+                   randomized_loo=float(np.sum(loss) - lstar) / t, randomized_se=0.0, passes=2 ** t)
+        return res
+    base_loss = (y - base) ** 2
+    q, cnt0, sm0 = _o2b_weights(t), cnt.copy(), sm.copy()
+    mean, m2, loss_rounds = np.zeros(t), np.zeros(t), np.empty(n_rounds)
+    p, passes = np.empty(t), 1
+    for r in range(n_rounds):
+        m = int(rng.choice(t, p=q))
+        passes += _o2b_round(cnt, sm, cnt0, sm0, K, eta, kz, par, grp, y, rng.permutation(t).astype(np.intp),
+                             t - m, alpha, post, p)
+        w = 1.0 / (t * q[m])
+        delta = base + w * (p - base) - mean          # Welford: running mean and sum of squared deviations
+        mean += delta / (r + 1)
+        m2 += delta * (base + w * (p - base) - mean)
+        loss_rounds[r] = (np.sum(base_loss + w * ((y - p) ** 2 - base_loss)) - lstar) / t
+    per_point = (y - mean) ** 2 - m2 / (n_rounds - 1) / n_rounds
+    res.update(predictions=mean, loo=float(np.sum(per_point) - lstar) / t,
+               randomized_loo=float(np.mean(loss_rounds)),
+               randomized_se=float(np.std(loss_rounds, ddof=1) / math.sqrt(n_rounds)), passes=passes)
+    return res

@@ -36,7 +36,7 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         tie-breaking slope that keeps the training scores' order strictly and raises the squared loss by at most
         1e-9 x total weight x s**2, s the smallest power of two >= max |y|; see `_strict_values`).
         Outside the training range all follow `out_of_bounds`, "clip" giving the map's end values.
-    loss : "squared" (default) or a strictly convex loss of `isocal.convex`, see `fit_staircase`.
+    loss : "squared" (default), a strictly convex loss of `isocal.convex`, or `Quantile(tau)`, see `fit_staircase`.
 
     Rows with zero `sample_weight` are ignored, and a fit on a single distinct score predicts its level everywhere,
     as in scikit-learn.
@@ -137,6 +137,7 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         return self.predict(T)
 
     def get_feature_names_out(self, input_features=None):
+        "The one output feature's name, `isotoniccalibrator0` (scikit-learn's convention: class name and index)."
         return np.asarray([f"{type(self).__name__.lower()}0"], dtype=object)
 
     _param_keys = ('y_min', 'y_max', 'increasing', 'out_of_bounds', 'ties', 'interpolation', 'loss')

@@ -230,7 +230,7 @@ def brier_loss(y_true, p, *, sample_weight=None) -> float:
     return 4.0 * brier_score(y_true, p, sample_weight=sample_weight)   # exact: scaling by 4 never rounds
 
 # %% ../nbs/08_metrics.ipynb #0a7ee7a8
-STRATEGIES = ("uniform", "quantile")
+STRATEGIES = ("uniform", "quantile")   # binning of reliability curves: equal-width or equal-mass bins
 
 
 def _check_n_bins(n_bins) -> int:

@@ -15,7 +15,9 @@ from .metrics import ROW_SUM_TOL, _check_class_labels, _check_proba_matrix
 __all__ = ['METHODS', 'MC_STRATEGIES', 'INPUTS', 'PAIR_EPS', 'MulticlassCalibrator']
 
 # %% ../nbs/13_multiclass.ipynb #200cd005
-METHODS, MC_STRATEGIES, INPUTS = ("isotonic", "ivap", "cvap"), ("ovr", "pairwise", "top-label"), ("proba", "logits")
+METHODS = ("isotonic", "ivap", "cvap")              # the binary calibrators a MulticlassCalibrator combines
+MC_STRATEGIES = ("ovr", "pairwise", "top-label")      # how it combines them
+INPUTS = ("proba", "logits")                        # what the (n, K) input matrix holds
 
 
 def _softmax(Z: np.ndarray) -> np.ndarray:

@@ -482,7 +482,8 @@ def fit_staircase(x, y, weights=None, *, increasing: bool = True, ties: str = 's
         How the returned `Staircase` evaluates new scores.
     loss : str or isocal.convex.Loss
         "squared" (default) or any strictly convex loss of `isocal.convex` ("logloss", "poisson", "gamma",
-        "logcosh", `PseudoHuber(delta)`, ...), with the targets in its domain.
+        "logcosh", `PseudoHuber(delta)`, ...), with the targets in its domain; or `Quantile(tau)`, the pinball
+        loss, whose smallest optimum is returned (see `isocal.quantile`).
 
     Returns
     -------

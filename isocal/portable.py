@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 'isocal'
+FORMAT = 'isocal'           # the `format` key of every portable file
 SCHEMA_VERSION = 1          # the newest schema this isocal reads and the one it writes
 _ENVELOPE = ('format', 'schema_version', 'class', 'isocal_version', 'params', 'state')
 _NON_FINITE = {'nan': math.nan, 'inf': math.inf, '-inf': -math.inf}
@@ -66,9 +66,12 @@ class Fields:
         self.obj = obj
 
     def fail(self, what: str, where: str | None = None):
-        raise PortableError(f"{self.source}: `{where or self.where}` {what}")
+        "Raise a PortableError naming the source, the key path `where` (default: this object's) and `what` is wrong."
+        where = where or self.where
+        raise PortableError(f"{self.source}: {f'`{where}`' if where else 'the top-level object'} {what}")
 
     def path(self, key) -> str:
+        "The dotted key path of `key` inside this object, for error messages."
         return f"{self.where}.{key}" if self.where else str(key)
 
     def sub(self, key, keys) -> 'Fields':
@@ -76,6 +79,7 @@ class Fields:
         return Fields(self.obj[key], keys, self.path(key), self.source)
 
     def float(self, key, *, allow_none=False):
+        "The number at `key` as a float (written by `encode_float`: a JSON number or 'inf'/'-inf'/'nan'); None allowed if `allow_none`."
         v = self.obj[key]
         if v is None and allow_none: return None
         return _decode_float(v, lambda what: self.fail(what, self.path(key)), allow_none)
@@ -93,6 +97,7 @@ class Fields:
         return a
 
     def int(self, key, *, minimum=None, allow_none=False):
+        "The integer at `key`, at least `minimum` if given; None allowed if `allow_none`."
         v = self.obj[key]
         if v is None and allow_none: return None
         if isinstance(v, bool) or not isinstance(v, int):
@@ -101,6 +106,7 @@ class Fields:
         return v
 
     def bool(self, key) -> bool:
+        "The JSON boolean at `key`."
         v = self.obj[key]
         if not isinstance(v, bool): self.fail(f"must be true or false, got {_kind(v)}", self.path(key))
         return v
@@ -113,11 +119,14 @@ class Fields:
         return v
 
     def list(self, key) -> list:
+        "The JSON list at `key`."
         v = self.obj[key]
         if not isinstance(v, list): self.fail(f"must be a list, got {_kind(v)}", self.path(key))
         return v
 
-    def raw(self, key): return self.obj[key]
+    def raw(self, key):
+        "The value at `key` as parsed, unchecked."
+        return self.obj[key]
 
     def labels(self, key, *, allow_none=False) -> np.ndarray | None:
         "Class labels stored by `encode_labels`, as an array of their dtype."

@@ -103,13 +103,20 @@ class ThresholdProblem:
     theorem2: bool = field(default=False)
 
     @property
-    def n_classes(self) -> int: return self.L.shape[0]
+    def n_classes(self) -> int:
+        "K, the number of ordered labels."
+        return self.L.shape[0]
     @property
-    def n_values(self) -> int: return self.values.shape[0]
+    def n_values(self) -> int:
+        "The number of distinct scores."
+        return self.values.shape[0]
     @property
-    def n_samples(self) -> int: return self.labels.shape[0]
+    def n_samples(self) -> int:
+        "The number of samples."
+        return self.labels.shape[0]
     @property
     def total_weight(self) -> float:
+        "The total sample weight (the number of samples without weights)."
         return float(self.n_samples if self.weights is None else self.weights.sum())
 
     @property

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from .core import as_float_array, as_real_array, check_choice, check_same_length
-from .pava import _distinct_score_sums
+from .pava import _is_sorted, _radix_sort, _split_by_label
 from .portable import Fields, Portable, encode_floats
 
 # %% auto #0
@@ -25,33 +25,46 @@ def _cross(ox, oy, ax, ay, bx, by):
 
 @njit(cache=True, inline='always')
 def _group(w, ones, mirrored, j):
-    "(count, label-1 count) of the j-th tie group, in reverse order with flipped labels when `mirrored`."
+    """(count, label-1 count) of the j-th tie group as float64, in reverse order with flipped labels when `mirrored`
+    (the counts may be stored in any unsigned integer type, or float64)."""
     kp = w.shape[0]
     g = kp - 1 - j if mirrored else j
-    return w[g], (w[g] - ones[g] if mirrored else ones[g])
+    c, o = float(w[g]), float(ones[g])
+    return c, (c - o if mirrored else o)
 
 @njit(cache=True)
-def _upper_slopes(w, ones, mirrored, table, sx, sy):
-    """Algorithms 1-2 on the tie groups (counts `w`, label-1 counts `ones`), written into `table`:
-    F1_i = table[i-1]. `mirrored`: run on the groups in reverse order with flipped labels and store
-    F0_j = 1 - (that F1 at k'+1-j) = (run - rise) / run in table[j]. sx, sy: stack space of k'+2 floats.
-    The CSD points P_{-1}, P_0, ..., P_{k'} are generated on the fly (both passes read them left to right)."""
+def _lower_hull(w, ones, mirrored, sx, sy, top, j, cx, cy):
+    """Algorithm 1 from tie group j on, with `top` points stacked in (sx, sy) and (cx, cy) the CSD point before
+    group j, until the groups are done or the stack is full: returns (top, j, cx, cy) to go on from."""
     kp = w.shape[0]
-    sx[0], sy[0], sx[1], sy[1] = -1.0, -1.0, 0.0, 0.0        # Algorithm 1: P_{-1}, P_0, then a lower hull
-    top, cx, cy = 2, 0.0, 0.0
-    for j in range(kp):
+    while j < kp:
         dw, dy = _group(w, ones, mirrored, j)
-        cx, cy = cx + dw, cy + dy
-        while top > 1 and _cross(sx[top - 2], sy[top - 2], sx[top - 1], sy[top - 1], cx, cy) <= 0.0:
+        while top > 1 and _cross(sx[top - 2], sy[top - 2], sx[top - 1], sy[top - 1], cx + dw, cy + dy) <= 0.0:
             top -= 1
+        if top == sx.shape[0]: break
+        cx, cy = cx + dw, cy + dy
         sx[top], sy[top] = cx, cy
         top += 1
+        j += 1
+    return top, j, cx, cy
+
+@njit(cache=True)
+def _grown(a, used):
+    "The first `used` entries of `a` in a new array of twice its length."
+    b = np.empty(2 * a.shape[0])
+    b[:used] = a[:used]
+    return b
+
+@njit(cache=True)
+def _gcm_slopes(w, ones, mirrored, table, sx, sy, top):
+    "Algorithm 2 on the lower hull stacked by Algorithm 1 (`top` points in sx, sy), writing `table`."
+    kp = w.shape[0]
     for a in range(top // 2):                     # S' is S reversed: P_{-1} on top
         b = top - 1 - a
         sx[a], sx[b], sy[a], sy[b] = sx[b], sx[a], sy[b], sy[a]
     ax, ay = -1.0, -1.0                           # P_{i-2} as modified so far (P_{-1} at i = 1)
     ox, oy = 0.0, 0.0                             # the original P_{i-1}
-    for i in range(1, kp + 1):                    # Algorithm 2
+    for i in range(1, kp + 1):
         tx, ty, nx, ny = sx[top - 1], sy[top - 1], sx[top - 2], sy[top - 2]
         rise, run = ny - ty, nx - tx
         if mirrored: table[kp + 1 - i] = (run - rise) / run
@@ -62,21 +75,38 @@ def _upper_slopes(w, ones, mirrored, table, sx, sy):
         ax, ay, ox, oy = px, py, qx, qy
         if _cross(tx, ty, nx, ny, px, py) >= 0.0:
             continue                               # at or above the current GCM line
-        top -= 1
+        top -= 1                                   # a pop before every push: the stack never grows here
         while top > 1 and _cross(px, py, sx[top - 1], sy[top - 1], sx[top - 2], sy[top - 2]) <= 0.0:
             top -= 1
         sx[top], sy[top] = px, py
         top += 1
+
+_STACK_START = 64                                  # the stack's first capacity; it doubles when full
+
+@njit(cache=True)
+def _upper_slopes(w, ones, mirrored, table):
+    """Algorithms 1-2 on the tie groups (counts `w`, label-1 counts `ones`), written into `table`:
+    F1_i = table[i-1]. `mirrored`: run on the groups in reverse order with flipped labels and store
+    F0_j = 1 - (that F1 at k'+1-j) = (run - rise) / run in table[j].
+    The CSD points P_{-1}, P_0, ..., P_{k'} are generated on the fly (both passes read them left to right). The
+    stack starts small and doubles whenever Algorithm 1 fills it."""
+    kp = w.shape[0]
+    sx, sy = np.empty(_STACK_START), np.empty(_STACK_START)
+    sx[0], sy[0], sx[1], sy[1] = -1.0, -1.0, 0.0, 0.0        # Algorithm 1: P_{-1}, P_0, then a lower hull
+    top, j, cx, cy = _lower_hull(w, ones, mirrored, sx, sy, 2, 0, 0.0, 0.0)
+    while j < kp:
+        sx, sy = _grown(sx, top), _grown(sy, top)
+        top, j, cx, cy = _lower_hull(w, ones, mirrored, sx, sy, top, j, cx, cy)
+    _gcm_slopes(w, ones, mirrored, table, sx, sy, top)                  # Algorithm 2
 
 @njit(cache=True)
 def _ivap_tables(w, ones, p0_table, p1_table):
     """p1_table[i] = f1 for scores with i distinct calibration scores below (F1_{i+1}; 1 above all);
     p0_table[j] = f0 for scores with j distinct calibration scores at or below (F0_j; 0 below all)."""
     kp = w.shape[0]
-    sx, sy = np.empty(kp + 2), np.empty(kp + 2)
-    _upper_slopes(w, ones, False, p1_table, sx, sy)
+    _upper_slopes(w, ones, False, p1_table)
     p1_table[kp] = 1.0
-    _upper_slopes(w, ones, True, p0_table, sx, sy)
+    _upper_slopes(w, ones, True, p0_table)
     p0_table[0] = 0.0
 
 # %% ../nbs/04_venn_abers.ipynb #8658b68d
@@ -96,7 +126,7 @@ def _ivap_predict(ux, p0_table, p1_table, s, p0, p1):
         p0[q] = p0_table[lo + 1 if lo < n and ux[lo] == v else lo]
 
 # %% ../nbs/04_venn_abers.ipynb #299a6cb9
-MERGES = ('log', 'brier')
+MERGES = ('log', 'brier')   # the minimax merges of (p0, p1) into one probability: log loss or Brier loss
 
 def _not_fitted(obj):
     "scikit-learn's NotFittedError (a ValueError), imported only when raised."
@@ -182,6 +212,85 @@ def merge_intervals(p0, p1, *, merge: str = 'log', axis: int = -1) -> np.ndarray
                          "(each has infinite log loss on the other label); merge='brier' is defined")
     return _merge_many(p0, p1, merge, axis)
 
+# %% ../nbs/04_venn_abers.ipynb #6d2b8e41
+_COUNT_DTYPES = ((np.uint8, 2**8 - 1), (np.uint16, 2**16 - 1), (np.uint32, 2**32 - 1), (np.float64, 2**53))
+
+def _count_dtype(largest):
+    "The smallest of uint8, uint16, uint32, float64 that holds every count up to `largest` exactly."
+    return next(t for t, top in _COUNT_DTYPES if largest <= top)
+
+@njit(cache=True)
+def _count_sorted_groups(x):
+    "(number of distinct scores, size of the largest tie group) of the sorted scores `x`."
+    m = run = largest = 0
+    for i in range(x.shape[0]):
+        if i == 0 or x[i] != x[i - 1]:
+            m, run = m + 1, 0
+        run += 1
+        largest = max(largest, run)
+    return m, largest
+
+@njit(cache=True)
+def _fill_sorted_groups(x, y, ux, counts, ones):
+    "Each distinct score of the sorted scores `x` (its first occurrence), its count and number of labels `y` = 1."
+    m = -1
+    for i in range(x.shape[0]):
+        if m < 0 or x[i] != ux[m]:
+            m += 1
+            ux[m], counts[m], ones[m] = x[i], 0, 0
+        counts[m] += 1
+        if y[i] == 1.0: ones[m] += 1
+
+@njit(cache=True)
+def _count_merged_groups(pos, neg):
+    "(number of distinct scores, size of the largest tie group) of the sorted label-1 and label-0 scores together."
+    i = j = m = run = largest = 0
+    last = 0.0
+    while i < pos.shape[0] or j < neg.shape[0]:
+        take_pos = j == neg.shape[0] or (i < pos.shape[0] and pos[i] <= neg[j])
+        v = pos[i] if take_pos else neg[j]
+        if m == 0 or v != last:
+            m, last, run = m + 1, v, 0
+        run += 1
+        largest = max(largest, run)
+        if take_pos: i += 1
+        else: j += 1
+    return m, largest
+
+@njit(cache=True)
+def _fill_merged_groups(pos, neg, ux, counts, ones):
+    "The groups `_count_merged_groups` counted: each distinct score (its first in the merge), count, label-1 count."
+    i = j = 0
+    m = -1
+    while i < pos.shape[0] or j < neg.shape[0]:
+        take_pos = j == neg.shape[0] or (i < pos.shape[0] and pos[i] <= neg[j])
+        v = pos[i] if take_pos else neg[j]
+        if m < 0 or v != ux[m]:
+            m += 1
+            ux[m], counts[m], ones[m] = v, 0, 0
+        counts[m] += 1
+        if take_pos:
+            ones[m] += 1
+            i += 1
+        else: j += 1
+
+def _empty_groups(m: int, largest):
+    "Uninitialised (scores, counts, n_ones) for `m` tie groups of at most `largest` points each."
+    dtype = _count_dtype(largest)
+    return np.empty(m), np.empty(m, dtype), np.empty(m, dtype)
+
+def _sorted_groups(s, y):
+    "Tie groups (scores, counts, n_ones) of sorted scores `s` with 0/1 labels `y`."
+    groups = _empty_groups(*_count_sorted_groups(s))
+    _fill_sorted_groups(s, y, *groups)
+    return groups
+
+def _merged_groups(pos, neg):
+    "Tie groups (scores, counts, n_ones) of the sorted scores of the label-1 points `pos` and label-0 points `neg`."
+    groups = _empty_groups(*_count_merged_groups(pos, neg))
+    _fill_merged_groups(pos, neg, *groups)
+    return groups
+
 # %% ../nbs/04_venn_abers.ipynb #804bbd1e
 def _checked_groups(state: Fields):
     "(scores, counts, n_ones) of a saved IVAP: finite increasing scores, positive whole counts, 0 <= n_ones <= counts."
@@ -210,15 +319,24 @@ class VennAbers(Portable):
         s = as_float_array(scores, 'scores', allow_empty=False)
         y = _check_binary_labels(labels, 'labels')
         check_same_length(scores=s, labels=y)
-        m, ux, us, uw = _distinct_score_sums(s, y, None)
-        n = s.shape[0]
-        del s, y
-        scores, ones, counts = (a[:m] if a.shape[0] == m else a[:m].copy() for a in (ux, us, uw))
-        del ux, us, uw
-        return self._set_groups(scores, counts, ones)
+        if _is_sorted(s):
+            groups = _sorted_groups(s, y)
+            del s, y
+        else:                                          # each class's scores apart, radix-sorted, then merged
+            n_ones = int(np.count_nonzero(y))
+            pos, neg = np.empty(n_ones), np.empty(s.shape[0] - n_ones)
+            _split_by_label(s, y, pos, neg)
+            del s, y                                   # frees the float64 copies, if the input needed converting
+            scratch = np.empty(max(pos.shape[0], neg.shape[0]))
+            _radix_sort(pos, scratch)
+            _radix_sort(neg, scratch)
+            del scratch
+            groups = _merged_groups(pos, neg)
+            del pos, neg
+        return self._set_groups(*groups)
 
     def _set_groups(self, scores, counts, ones):
-        "Store the tie groups (distinct scores, their counts and label-1 counts) and build both tables from them."
+        "Store the tie groups (distinct scores; counts and label-1 counts in a compact type) and build both tables."
         m = scores.shape[0]
         self.p0_table_, self.p1_table_ = np.empty(m + 1), np.empty(m + 1)
         _ivap_tables(counts, ones, self.p0_table_, self.p1_table_)
@@ -235,7 +353,9 @@ class VennAbers(Portable):
                 'n_ones': encode_floats(self.n_ones_)}
 
     def _from_state(self, state: Fields):
-        return self._set_groups(*_checked_groups(state))
+        scores, counts, ones = _checked_groups(state)
+        dtype = _count_dtype(counts.max())
+        return self._set_groups(scores, counts.astype(dtype, copy=False), ones.astype(dtype, copy=False))
 
     def _check_fitted(self):
         if not hasattr(self, 'p1_table_'):
@@ -315,6 +435,8 @@ class CrossVennAbers(Portable):
     `predict_interval` gives the CVAP interval, each (m,), which contains `predict_proba` for both merges."""
 
     def fit(self, scores, labels, folds):
+        """Fit one IVAP per fold: fold j's calibration set is the samples with `folds == j`, scored by the model
+        trained without them (`scores` are those out-of-fold scores, `labels` 0/1, `folds` integers 0..K-1)."""
         s = as_float_array(scores, 'scores', allow_empty=False)
         y = _check_binary_labels(labels, 'labels')
         f = _check_folds(folds)

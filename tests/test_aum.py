@@ -638,3 +638,82 @@ def test_overflow_and_conversions_raise_naming_the_argument():
             error_function_breakpoints(bad, [0.0], [0, 1], [1, 0])
     with pytest.raises(TypeError, match='`rates`'):
         binary_breakpoints([0, 1], rates='yes')
+
+
+# --- issue 14: the descent's one-call step equals the public line search ----------------------------------------------
+def _replay_against_public_search(bp, X, w0, method, r):
+    "At every iterate of descent `r`, `aum_line_search` along the same direction picks the recorded step."
+    from isocal.aum import _decreases
+    w = np.asarray(w0, float).copy()
+    steps, rows, crossings = r.history['step'][1:], r.history['ls_rows'][1:], r.history['ls_crossings'][1:]
+    for s, n_rows, n_cross in zip(steps, rows, crossings):
+        direction = -aum_gradient(bp, X, w)[1]
+        ref = aum_line_search(bp, X, w, direction, stop=method)
+        assert (ref.step, len(ref), int(ref.intersections.sum())) == (s, n_rows, n_cross)
+        assert _decreases(ref)                  # a step is taken only when it certainly lowers the AUM
+        w = w + s * direction
+    if r.stopped == 'no descent step':      # the public search finds no certain decrease at the last iterate either
+        assert not _decreases(aum_line_search(bp, X, w, -aum_gradient(bp, X, w)[1], stop=method))
+
+
+def _tied_binary(n=120, seed=1):
+    "Half-integer features: many examples share a prediction, so thresholds tie during the descent."
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.normal(size=(n, 3)) * 2) / 2
+    y = (X[:, 0] + rng.normal(size=n) > 0.5).astype(int)
+    return binary_breakpoints(y), X
+
+
+def _changepoint(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, 2))])
+    centre = X @ rng.normal(size=3)
+    parts = [error_function_breakpoints(i, centre[i] + np.array([-1.0, 0.0, 1.0]),
+                                        [0, 0, 0, 1] if rng.random() < 0.5 else [0, 0, 1, 1],
+                                        [1, 0, 1, 0] if rng.random() < 0.5 else [1, 0, 0, 0]) for i in range(n)]
+    return make_breakpoints(*[np.concatenate(c) for c in zip(*parts)], n_examples=n), X
+
+
+@pytest.mark.parametrize('problem', ['tied', 'changepoint', 'digits'])
+@pytest.mark.parametrize('method', ['first_min', 'linear', 'quadratic'])
+def test_descent_steps_equal_the_public_line_search(problem, method, digits01):
+    if problem == 'tied':
+        bp, X = _tied_binary()
+    elif problem == 'changepoint':
+        bp, X = _changepoint()
+    else:
+        Xd, yd = digits01
+        idx = np.random.default_rng(1).choice(len(yd), 150, replace=False)
+        bp, X = binary_breakpoints(yd[idx]), Xd[idx]
+    w0 = np.random.default_rng(0).standard_normal(X.shape[1])
+    r = aum_gradient_descent(bp, X, w0, method=method, max_iter=12, tol=1e-6)
+    assert len(r.history['step']) >= 2
+    _replay_against_public_search(bp, X, w0, method, r)
+
+
+@given(st.integers(2, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(-2, 2), min_size=n, max_size=n), st.lists(st.integers(-2, 2), min_size=n, max_size=n),
+    st.integers(0, 2 ** 16))))
+def test_reused_sort_gives_the_order_of_sort_lines(data):
+    "Any order that sorts the intercepts, ties fixed by `_ties_by_slope`, is the order `aum_line_search` sorts into."
+    from isocal.aum import _sort_lines, _ties_by_slope
+    e, d, seed = np.array(data[0], float), np.array(data[1], float), data[2]
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.random(len(e)), e))          # sorted by intercept, ties in a random order
+    np.testing.assert_array_equal(_ties_by_slope(e, d, order), _sort_lines(e, d))
+
+
+@pytest.mark.parametrize('seed', range(4))
+def test_short_kernel_rows_are_the_full_table_columns(seed):
+    "Without `full` the kernel computes the same path: its four columns and step equal those of the full table."
+    from isocal.aum import _STOP_FIRST_MIN, _STOP_ROWS, _line_search_kernel, _merged_sorted_lines, _sort_lines
+    rng = np.random.default_rng(seed)
+    n = 60
+    e, d = np.round(rng.normal(size=n), 1), np.round(rng.normal(size=n), 1)          # ties and 3+ lines meeting
+    fp, fn = rng.integers(0, 2, n).astype(float) / 3, -rng.integers(0, 2, n).astype(float) / 7
+    lines = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
+    for code, max_rows in ((_STOP_FIRST_MIN, 10 ** 9), (_STOP_ROWS, n), (_STOP_ROWS, 10 ** 9)):
+        full_f, full_i, step, crossings = _line_search_kernel(*lines, code, max_rows, np.inf, True)
+        short, none, step2, crossings2 = _line_search_kernel(*lines, code, max_rows, np.inf, False)
+        np.testing.assert_array_equal(short, full_f[:, [0, 1, 2, 5]])
+        assert step2 == step and crossings2 == crossings == full_i[:, 0].sum() and none.shape[0] == 0

@@ -2,6 +2,7 @@
 import csv
 import errno
 import io
+import json
 import math
 import os
 import shutil
@@ -69,24 +70,29 @@ def test_demo_isotonic_is_better_calibrated_on_the_test_split(demo_rows):
     rows, _ = demo_rows
     raw, iso, ivap, cvap = rows
     assert [row["name"] for row in rows] == ["uncalibrated", "isotonic", "IVAP", "CVAP"]
-    assert iso["ece"] < raw["ece"]
-    assert iso["brier"] < raw["brier"]
-    assert iso["log_loss_bits"] < raw["log_loss_bits"]
     assert all(np.isfinite(row[k]) for row in rows for k in ("log_loss_bits", "brier", "ece"))
     assert np.isnan(raw["width"]) and np.isnan(iso["width"])
+    for row in (iso, ivap, cvap):  # issue 15: no calibrated method is worse than the raw model in any column
+        assert all(row[k] < raw[k] for k in ("log_loss_bits", "brier", "ece")), row
     for va in (ivap, cvap):
-        assert va["brier"] < raw["brier"] and va["log_loss_bits"] < raw["log_loss_bits"]
-        assert 0 < va["width"] < 0.5
+        assert 0 < va["width"] < 0.05
+
+
+def test_demo_has_a_test_split_large_enough_to_say_something():
+    from isocal.cli import demo_probabilities
+    y_test, probs, _ = demo_probabilities(0)
+    assert len(y_test) >= 5000 and 0.3 < y_test.mean() < 0.7  # issue 15: not 171 rows
+    assert all(len(p) == len(y_test) for p in probs.values())
 
 
 def test_demo_ivap_matches_the_venn_abers_package():
     import venn_abers
-    from sklearn.datasets import load_breast_cancer
+    from sklearn.datasets import make_classification
     from sklearn.model_selection import train_test_split
     from sklearn.naive_bayes import GaussianNB
     from isocal.cli import demo_probabilities
 
-    X, y = load_breast_cancer(return_X_y=True)
+    X, y = make_classification(n_samples=20_000, n_features=20, n_informative=2, n_redundant=10, random_state=0)
     X_train, X_rest, y_train, y_rest = train_test_split(X, y, train_size=0.4, stratify=y, random_state=0)
     X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, train_size=0.5, stratify=y_rest, random_state=0)
     model = GaussianNB().fit(X_train, y_train)
@@ -103,9 +109,9 @@ def test_demo_ivap_matches_the_venn_abers_package():
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_demo_calibration_helps_for_other_seeds(seed):
-    raw, iso, ivap, cvap = run_demo(out=None, seed=seed)
-    assert iso["ece"] < raw["ece"] and iso["brier"] < raw["brier"]
-    assert ivap["log_loss_bits"] < raw["log_loss_bits"] and cvap["log_loss_bits"] < raw["log_loss_bits"]
+    raw, *calibrated = run_demo(out=None, seed=seed)
+    for row in calibrated:
+        assert all(row[k] < raw[k] for k in ("log_loss_bits", "brier", "ece")), row
 
 
 def test_demo_is_deterministic(demo_rows):
@@ -116,17 +122,49 @@ def test_demo_is_deterministic(demo_rows):
 
 
 def test_demo_command_prints_an_aligned_table(tmp_path, capsys):
+    from isocal.cli import demo_description
     png = tmp_path / "r.png"
     assert main(["demo", "--out", str(png), "--seed", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
-    header, raw, iso, ivap, cvap = out[:5]
+    assert out[0] == demo_description(0) and "tested on 6000" in out[0]
+    header, raw, iso, ivap, cvap = out[1:6]
     assert header.split()[:4] == ["model", "log", "loss", "[bits]"] and header.endswith("ECE    p1-p0")
     assert raw.startswith("uncalibrated") and iso.startswith("isotonic")
     assert ivap.startswith("IVAP") and cvap.startswith("CVAP")
     assert raw.endswith("-") and iso.endswith("-") and float(ivap.split()[-1]) > 0
     assert len(header) == len(raw) == len(iso) == len(ivap) == len(cvap)
     assert out[-1] == f"reliability diagram: {png}" and png.stat().st_size > 0
-    assert format_table(run_demo(out=None)) == "\n".join(out[:5])
+    assert format_table(run_demo(out=None)) == "\n".join(out[1:6])
+
+
+def test_demo_figure_has_a_panel_with_bands_per_model(tmp_path, monkeypatch):
+    """Issue 15: one panel per model, each with its title (name and metrics), axis labels, a shaded Wilson band
+    (the library's `reliability_band`) and a histogram; a figure title and one legend that names every element."""
+    from matplotlib.figure import Figure
+    from isocal.cli import demo_probabilities, save_reliability_figure
+    from isocal.metrics import reliability_band
+    drawn = {}
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: drawn.setdefault("fig", self))
+    y, probs, _ = demo_probabilities(0)
+    save_reliability_figure(y, probs, tmp_path / "r.png", title="the title")
+    fig = drawn["fig"]
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split(":")[0] for ax in panels] == list(probs)
+    assert all("ECE" in ax.get_title() and "Brier" in ax.get_title() for ax in panels)
+    assert all(ax.get_xlim() == (0, 1) and ax.get_ylim() == (0, 1) for ax in panels)
+    assert {ax.get_xlabel() for ax in panels if ax.get_xlabel()} == {"predicted probability of label 1 (bin mean)"}
+    assert {ax.get_ylabel() for ax in panels if ax.get_ylabel()} == {"observed frequency of label 1"}
+    for ax, (name, p) in zip(panels, probs.items()):
+        (band,) = ax.collections
+        _, _, lo, hi = reliability_band(y, p, level=0.95)
+        edges = band.get_paths()[0].vertices[:, 1]  # the band's outline: its lower and its upper edge
+        assert set(edges) == set(lo) | set(hi)
+        assert len(ax.child_axes) == 1 and ax.child_axes[0].patches  # the histogram
+    assert fig.get_suptitle() == "the title"
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "perfectly calibrated", "95% Wilson interval of the frequency",
+        "observed frequency in each of 10 equal-width bins", "histogram of predictions (log scale)"]
 
 
 def test_demo_reports_an_unwritable_png(tmp_path, capsys):
@@ -298,7 +336,7 @@ def test_script_version(tmp_path):
 def test_script_demo(tmp_path):
     result = run_script("demo", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0].startswith("model") and "isotonic" in result.stdout
+    assert result.stdout.splitlines()[1].startswith("model") and "isotonic" in result.stdout
     assert result.stdout.splitlines()[-1] == "reliability diagram: reliability.png"
     assert (tmp_path / "reliability.png").read_bytes()[:8] == PNG_SIGNATURE
 
@@ -871,3 +909,224 @@ def test_score_and_label_columns_must_differ(capsys, monkeypatch, argv):
     monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
     assert main(["calibrate", "s.csv", *argv]) == 2
     assert "--score-col and --label-col name the same column" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- --save-model and --model (issue 13, 5)
+
+CLASSES = {"isotonic": "IsotonicCalibrator", "ivap": "VennAbers", "cvap": "CrossVennAbers"}
+FIT_OPTIONS = {"isotonic": [], "ivap": [], "cvap": ["--n-splits", "3", "--seed", "7"]}
+
+
+@pytest.mark.parametrize("out_name", ["out.csv", "out.parquet"])
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_saved_model_reproduces_the_fit_output_byte_for_byte(tmp_path, scores_csv, capsys, method, out_name):
+    path = scores_csv[0]
+    fit, applied, model = tmp_path / f"fit_{out_name}", tmp_path / f"applied_{out_name}", tmp_path / "m.json"
+    assert main(["calibrate", str(path), "--method", method, *FIT_OPTIONS[method], "--save-model", str(model),
+                 "--out", str(fit)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"saved the {method} model to {model}"
+    assert main(["calibrate", str(path), "--model", str(model), "--out", str(applied)]) == 0
+    assert capsys.readouterr().out == f"wrote 200 calibrated probabilities to {applied} by the {method} model of {model}\n"
+    assert applied.read_bytes() == fit.read_bytes()
+
+
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_saved_model_applies_to_new_scores_as_apply_did(tmp_path, scores_csv, method):
+    path, s, _ = scores_csv
+    new = write_csv(tmp_path / "new.csv", ["score"], [[repr(float(v))] for v in np.r_[s[::3], s.min() - 5, 1e6, 0.0]])
+    model = tmp_path / "m.json"
+    assert main(["calibrate", str(path), "--method", method, "--apply", str(new), "--save-model", str(model),
+                 "--out", str(tmp_path / "fit.csv")]) == 0
+    assert main(["calibrate", str(new), "--model", str(model), "--out", str(tmp_path / "applied.csv")]) == 0
+    assert (tmp_path / "applied.csv").read_bytes() == (tmp_path / "fit.csv").read_bytes()
+
+
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_saved_model_is_the_portable_file_of_the_fitted_calibrator(tmp_path, scores_csv, method):
+    from isocal.pava import IsotonicCalibrator
+    from isocal.portable import load
+    from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
+    path, s, y = scores_csv
+    model = tmp_path / "m.json"
+    assert main(["calibrate", str(path), "--method", method, *FIT_OPTIONS[method], "--save-model", str(model),
+                 "--out", str(tmp_path / "o.csv")]) == 0
+    expected = {"isotonic": lambda: IsotonicCalibrator(out_of_bounds="clip").fit(s, y),
+                "ivap": lambda: VennAbers().fit(s, y),
+                "cvap": lambda: CrossVennAbers().fit(s, y, fold_ids(len(s), 3, random_state=7))}[method]()
+    expected.save(tmp_path / "by_save.json")
+    assert model.read_bytes() == (tmp_path / "by_save.json").read_bytes()  # the text `save` writes
+    loaded = load(model)
+    assert type(loaded).__name__ == CLASSES[method]
+    if method == "cvap":
+        assert loaded.n_splits_ == 3
+
+
+def test_model_reads_only_the_score_column(tmp_path, scores_csv, capsys):
+    path, s, _ = scores_csv
+    model = tmp_path / "m.json"
+    assert main(["calibrate", str(path), "--method", "ivap", "--save-model", str(model),
+                 "--out", str(tmp_path / "fit.csv")]) == 0
+    # labels that a fit would refuse (not 0/1, not even numbers) and a renamed score column are fine with --model
+    write_csv(tmp_path / "other.csv", ["label", "s"], [["x", repr(float(v))] for v in s])
+    assert main(["calibrate", str(tmp_path / "other.csv"), "--model", str(model), "--score-col", "s",
+                 "--label-col", "s", "--out", str(tmp_path / "o.csv")]) == 0
+    header, table = read_csv(tmp_path / "o.csv")
+    assert header == ["score", "probability", "p0", "p1"]
+    np.testing.assert_array_equal(table, read_csv(tmp_path / "fit.csv")[1])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "ivap"], "--method cannot be used with --model: the method and its fit come from the model file"),
+    (["--method", "isotonic"], "--method cannot be used with --model"),
+    (["--n-splits", "3"], "--n-splits cannot be used with --model"),
+    (["--seed", "0"], "--seed cannot be used with --model"),
+    (["--apply", "new.csv"], "--apply cannot be used with --model: SCORES is the file that --model calibrates"),
+    (["--save-model", "again.json"], "--save-model cannot be used with --model"),
+])
+def test_fit_options_with_model_are_usage_errors(tmp_path, scores_csv, capsys, monkeypatch, extra, message):
+    model = tmp_path / "m.json"
+    assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    before = snapshot(tmp_path)
+    assert main(["calibrate", str(scores_csv[0]), "--model", str(model), *extra, "--out", "x.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "usage: isocal calibrate" in err and f"error: {message}" in err
+    assert snapshot(tmp_path) == before
+
+
+def bad_model_files(tmp_path, good):
+    "Model files that --model must refuse, with the start of the message naming each."
+    from isocal.labeler import ThresholdLabeler
+    text = good.read_text()
+    newer = json.loads(text)
+    newer["schema_version"] += 1
+    newer["state"] = {"something": "new"}
+    ThresholdLabeler().fit(np.array([0.1, 0.5, 0.9, 1.2]), np.array([0, 1, 2, 2])).save(tmp_path / "labeler.json")
+    files = {"missing.json": None, "truncated.json": text[:len(text) // 2], "empty.json": "",
+             "newer.json": json.dumps(newer), "not_json.json": "score,label\n0.5,1\n",
+             "no_envelope.json": json.dumps({"model": []}),
+             "other_format.json": json.dumps({**json.loads(text), "format": "sklearn"}),
+             "wrong_state.json": text.replace('"scores"', '"scores_"', 1), "labeler.json": None}
+    for name, content in files.items():
+        if content is not None:
+            (tmp_path / name).write_text(content)
+    return list(files)
+
+
+def test_bad_model_files_are_refused_by_name(tmp_path, scores_csv, capsys):
+    good = tmp_path / "good.json"
+    assert main(["calibrate", str(scores_csv[0]), "--method", "ivap", "--save-model", str(good),
+                 "--out", str(tmp_path / "fit.csv")]) == 0
+    names = bad_model_files(tmp_path, good)
+    (tmp_path / "kept.csv").write_text("previous\n")
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    messages = {}
+    for name in names:
+        for out in ("new.csv", "kept.csv"):
+            assert main(["calibrate", str(scores_csv[0]), "--model", str(tmp_path / name),
+                         "--out", str(tmp_path / out)]) == 2, name
+            err = capsys.readouterr().err
+            assert err.startswith(f"isocal: error: --model {tmp_path / name}") and err.count("\n") == 1, err
+            messages[name] = err
+        assert snapshot(tmp_path) == before  # no output file created, the old one kept, no temporary file
+    assert "No such file" in messages["missing.json"]
+    assert "corrupt or truncated JSON" in messages["truncated.json"] and "corrupt" in messages["empty.json"]
+    assert "schema 2" in messages["newer.json"] and "upgrade isocal" in messages["newer.json"]
+    assert "not an isocal model file" in messages["other_format.json"]
+    assert "ThresholdLabeler" in messages["labeler.json"] and "cannot apply" in messages["labeler.json"]
+    assert "scores" in messages["wrong_state.json"]
+
+
+@pytest.mark.parametrize("clash", ["scores", "scores_symlink", "apply", "out", "out_dotdot", "dash"])
+def test_save_model_never_overwrites_an_input_or_the_output(tmp_path, scores_csv, capsys, monkeypatch, clash):
+    path = scores_csv[0]
+    new = write_csv(tmp_path / "new.csv", ["score"], [[0.5], [1.5]])
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.csv").symlink_to(path)
+    out = tmp_path / "out.csv"
+    out.write_text("previous\n")
+    target = {"scores": path, "scores_symlink": tmp_path / "link.csv", "apply": new, "out": out,
+              "out_dotdot": tmp_path / "sub" / ".." / "out.csv", "dash": "-"}[clash]
+    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    before = snapshot(tmp_path)
+    assert main(["calibrate", str(path), "--apply", str(new), "--save-model", str(target), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    start = "--save-model needs a file name, not -" if clash == "dash" else f"--save-model {target}"
+    assert err.startswith(f"isocal: error: {start}") and err.count("\n") == 1, err
+    assert snapshot(tmp_path) == before
+
+
+def test_out_may_not_be_the_model_file(tmp_path, scores_csv, capsys):
+    model = tmp_path / "m.json"
+    assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 0
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    assert main(["calibrate", str(scores_csv[0]), "--model", str(model), "--out", str(model)]) == 2
+    assert "same file as the input --model" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+
+
+def test_save_model_is_checked_before_the_fit(tmp_path, scores_csv, capsys, monkeypatch):
+    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    bad = tmp_path / "no_dir" / "m.json"
+    assert main(["calibrate", str(scores_csv[0]), "--save-model", str(bad), "--out", str(tmp_path / "o.csv")]) == 2
+    assert capsys.readouterr().err.startswith(f"isocal: error: cannot write --save-model {bad}")
+    assert list(tmp_path.iterdir()) == [scores_csv[0]]
+
+
+def test_save_model_write_failure_keeps_the_previous_model(tmp_path, scores_csv, capsys, monkeypatch):
+    model = tmp_path / "m.json"
+    model.write_text("previous model\n")
+
+    def fails(_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("isocal.cli._model_text", fails)
+    assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 2
+    assert capsys.readouterr().err == f"isocal: error: cannot write --save-model {model}: No space left on device\n"
+    assert model.read_text() == "previous model\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "o.csv", "scores.csv"]  # no temporary file
+
+
+def test_model_through_stdin_and_stdout(tmp_path, scores_csv):
+    path = scores_csv[0]
+    model = tmp_path / "m.json"
+    assert main(["calibrate", str(path), "--method", "cvap", "--save-model", str(model),
+                 "--out", str(tmp_path / "fit.csv")]) == 0
+    result = run_main("calibrate", "-", "--model", str(model), "--out", "-", stdin=path.read_bytes())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (tmp_path / "fit.csv").read_bytes()
+    assert result.stderr == f"wrote 200 calibrated probabilities to standard output by the cvap model of {model}\n".encode()
+
+
+def test_help_documents_save_model_and_model(capsys):
+    assert main(["calibrate", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--save-model MODEL" in out and "--model MODEL" in out and "byte for byte" in out
+
+
+@pytest.mark.parametrize("out_of_bounds", ["nan", "raise"])
+def test_model_saved_without_clipping_refuses_scores_outside_its_range(tmp_path, capsys, out_of_bounds):
+    from isocal.pava import IsotonicCalibrator
+    model = tmp_path / "m.json"
+    IsotonicCalibrator(out_of_bounds=out_of_bounds).fit([0.0, 1.0, 2.0], [0, 1, 1]).save(model)
+    inside = write_csv(tmp_path / "inside.csv", ["score"], [[0.0], [1.5], [2.0]])
+    assert main(["calibrate", str(inside), "--model", str(model), "--out", str(tmp_path / "o.csv")]) == 0
+    np.testing.assert_array_equal(read_csv(tmp_path / "o.csv")[1][:, 1], [0, 1, 1])
+    outside = write_csv(tmp_path / "outside.csv", ["score"], [[1.0], [7.5]])
+    assert main(["calibrate", str(outside), "--model", str(model), "--out", str(tmp_path / "never.csv")]) == 2
+    assert capsys.readouterr().err == (f"isocal: error: --model {model}: score 7.5 is outside the range the model was "
+                                       f"fitted on [0, 2], and its out_of_bounds is {out_of_bounds!r}, not 'clip'\n")
+    assert not (tmp_path / "never.csv").exists()
+
+
+def test_warmup_compiles_each_module_and_reports_it(capsys):
+    from isocal.cli import _warmup_tasks, main
+    assert main(["warmup"]) == 0
+    out = capsys.readouterr().out
+    for name in _warmup_tasks():
+        assert name in out
+    assert "compiled into Numba's cache" in out

@@ -225,6 +225,21 @@ def test_asymptotic_band_formula_and_resampling_agreement():
     np.testing.assert_allclose(hi_r, stats.binom.ppf(0.95, 80, x) / 80, atol=1 / 80 + 1e-12)
 
 
+def test_chernoff_band_quantiles_and_width():
+    """Chernoff's distribution: 0.975 quantile 0.998 (Groeneboom & Wellner 2001, Table 1: 0.998181); the cube-root band
+    for continuous forecasts has the width of the resampling band, and "asymptotic" picks it for distinct forecasts."""
+    from isocal.diagnostics import _chernoff_quantile
+    assert abs(_chernoff_quantile(0.975) - 0.998181) < 2e-3
+    assert abs(_chernoff_quantile(0.5)) < 1e-9
+    p = np.random.default_rng(4).uniform(0.05, 0.95, 3000)
+    x, lo, hi = consistency_band(p, method="asymptotic")
+    x2, lo2, hi2 = consistency_band(p, method="chernoff")
+    np.testing.assert_array_equal(lo, lo2)
+    _, lo_r, hi_r = consistency_band(p, n_resamples=300, seed=0)
+    mid = (x > 0.3) & (x < 0.7)
+    assert 0.85 < np.median((hi - lo)[mid]) / np.median((hi_r - lo_r)[mid]) < 1.15
+
+
 def test_confidence_band_contains_the_curve_mostly():
     rng = np.random.default_rng(2)
     p = rng.uniform(size=200)
@@ -267,7 +282,7 @@ def test_diagram_returns_figure_with_one_panel_per_forecast():
     (lambda: miscalibration_test([0.5], [1], n_resamples=0), "`n_resamples` must be a positive integer"),
     (lambda: miscalibration_test([0.5], [1], n_resamples=True), "`n_resamples` must be a positive integer"),
     (lambda: consistency_band([0.5], level=0.0), "`level` must lie in (0, 1)"),
-    (lambda: consistency_band([0.5], method="chernoff"), "`method` must be one of"),
+    (lambda: consistency_band([0.5], method="binned"), "`method` must be one of"),
     (lambda: corp_reliability_diagram([0, 1], [0.5, 0.5]), "`probs` must be a non-empty mapping"),
     (lambda: corp_reliability_diagram([0, 1], {"m": [0.5, 2.0]}), "`probs['m']` must lie in [0, 1]"),
     (lambda: corp_reliability_diagram([0, 1], {"m": [0.5, 0.5]}, consistency="x"), "`consistency` must be one of"),

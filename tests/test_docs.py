@@ -8,8 +8,15 @@ decoded with alt text, KaTeX-rendered maths where the notebook has math, figures
 nbdev/Quarto syntax, no network loads beyond the local server, no broken internal links, nothing wider than the page
 at 400 px and at desktop width. Search must find the PAVA page. Screenshots of three pages go to
 `_docs_screenshots/` for CI. Missing Chromium is a failure, not a skip (set $CHROMIUM to use another binary).
+
+The API reference is checked from the built files against isocal itself (test_api_*, no browser): every public name
+of every module (its `__all__`, and each public class's members by `build_docs.api_members`, the one statement of
+which inherited scikit-learn/builtin members are left out) has an entry with its real signature and a description,
+and no page has nbdev's fallbacks, raw markdown in a signature, a stray `*`, or a link on a private name that goes
+nowhere.
 """
-import base64, fcntl, functools, http.server, importlib.util, json, os, re, shutil, subprocess, sys, tempfile
+import ast, base64, fcntl, functools, http.server, importlib, importlib.util, inspect, json, os, pkgutil, re, shutil
+import subprocess, sys, tempfile
 import threading, time, urllib.request
 from pathlib import Path
 
@@ -208,8 +215,9 @@ def test_page(site, server, chrome, stem):
     assert info['prevNext'] == ['prev', 'next'][PAGES.index(stem) == 0:len(PAGES) - PAGES.index(stem)]
     # everything nbdev/Quarto-specific was interpreted, not printed
     html = page.read_text(encoding='utf-8')
-    # (*args, **kwargs): the signature nbdev gives a class without its own __init__ (no isocal API takes them)
-    for debris in ['#|', '{target=', '{.callout', ':::', 'Call self as a function', '(*args, **kwargs)', '__getattr__(']:
+    # (nbdev's `(*args, **kwargs)` signature for a class without its own __init__ is checked in the API entries by
+    # test_api_no_site_debris: notebook code may forward *args and **kwargs itself, as 07_aum's timing helper does)
+    for debris in ['#|', '{target=', '{.callout', ':::', 'Call self as a function', '__getattr__(']:
         assert debris not in info['text'], f'{debris!r} leaked into the text of {page.name}'
     assert '{target=' not in html and '#| ' not in html
     # no http(s) resources: the browser fetched nothing but the local server's files and data: URIs
@@ -297,3 +305,224 @@ def test_screenshot(site, server, chrome, stem):
         (SHOTS/f'{stem}-{px}px.png').write_bytes(png)
         assert png.startswith(b'\x89PNG') and len(png) > 5000
     chrome.width(1280)
+
+
+# ---------------------------------------------------------------- the API reference, checked against isocal itself
+# File-based (no browser): every public name of every isocal module has an entry in the built site, i.e. an element
+# of class "api-entry" (pandoc makes the div a <section>) holding a heading with the name, its signature as code and
+# a description. The public names: each module's `__all__` (names it defines; a re-export is documented where it is
+# defined), and for each public class the members `bd.api_members` lists -- the rule, with its exclusions
+# (scikit-learn's get_params, set_params, set_output, fit_transform, score, get_metadata_routing, set_*_request;
+# tuple/dict/Exception methods; data attributes), is stated once, in that function's docstring.
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules([str(ROOT/bd.PKG)]) if not m.name.startswith('_'))
+SIG_MARKUP = re.compile(r'`|\]\(|\\\*|</?(em|strong|code|a)\b|^\s*[>#-] ', re.M)  # markdown or HTML in a signature
+
+
+@functools.lru_cache
+def api_entries():
+    "{entry name: [(page, signature text, description text, entry element)]} over every built page"
+    out = {}
+    for f in sorted(DOCS.glob('*.html')):
+        soup = BeautifulSoup(f.read_text(encoding='utf-8'), 'html.parser')
+        for div in soup.select('.api-entry'):
+            head, code = div.find(re.compile(r'^h[1-6]$')), div.find('pre')
+            rest = [e for e in div.find_all(recursive=False)
+                    if e is not head and not (code and code in e.find_all('pre') + [e])]
+            desc = ' '.join(e.get_text(' ', strip=True) for e in rest)
+            out.setdefault(head.get_text(strip=True) if head else '', []).append(
+                (f.name, code.get_text() if code else '', desc, div))
+    return out
+
+
+def public_names(modname):
+    "[(entry name, object, kind)] for isocal.<modname>: kind is 'function', 'class', 'property', 'method', 'constant'"
+    mod = importlib.import_module(f'{bd.PKG}.{modname}')
+    out = []
+    for n in mod.__all__:
+        o = getattr(mod, n)
+        if inspect.isfunction(o) or isinstance(o, type):
+            if o.__module__ != mod.__name__: continue  # re-exported: checked with the module that defines it
+            out.append((n, o, 'class' if isinstance(o, type) else 'function'))
+            if isinstance(o, type):
+                for name, owner, v in bd.api_members(o):
+                    if name.split('.')[0] == n: out.append((name, v, 'property' if isinstance(v, property) else 'method'))
+        elif not callable(o): out.append((n, o, 'constant'))
+        else: out.append((n, o, 'function'))  # another callable (a jitted function, a partial): an entry all the same
+    return out
+
+
+def _params_of(code, name):
+    "The ast.arguments and return annotation of a rendered `def name(...) -> T` / `name(...)` signature"
+    lines = [l for l in code.strip().splitlines() if not re.fullmatch(r'\s*@(classmethod|staticmethod)\s*', l)]
+    text = re.sub(r'^\s*(async\s+)?(def\s+)?' + re.escape(name) + r'\s*\(', 'def f(', '\n'.join(lines), count=1)
+    fn = ast.parse(text + ': ...').body[0]
+    return fn.args, fn.returns
+
+
+def signature_problem(name, obj, kind, code):
+    "Why rendered signature `code` is not the real signature of `obj` (None if it is)"
+    code = code.strip()
+    if SIG_MARKUP.search(code): return f'markup in the signature: {code!r}'
+    if kind == 'constant':
+        m = re.fullmatch(re.escape(name) + r' = (.+)', code, re.S)
+        if not m: return f'not "{name} = <value>": {code!r}'
+        expr = ast.parse(m[1].strip(), mode='eval')
+        literal = (ast.Constant, ast.Tuple, ast.List, ast.Dict, ast.Set, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+                   ast.Load, ast.expr_context)
+        if all(isinstance(n, literal) for n in ast.walk(expr.body)) and \
+                eval(compile(expr, name, 'eval'), {'__builtins__': {}}) != obj:
+            return f'{code!r} is not the value {obj!r}'
+        return None
+    if kind == 'property':
+        ann = inspect.signature(obj.fget).return_annotation
+        want = f'property {name}' + ('' if ann is inspect.Signature.empty else f': {bd._anno(ann)}')
+        return None if code == want else f'{code!r}, expected {want!r}'
+    f = bd._code(obj) if kind == 'method' else obj
+    try: sig = inspect.signature(f)
+    except (TypeError, ValueError):
+        if kind != 'class': return f'no signature to check for {obj!r}'
+        want = f'class {name}({", ".join(b.__name__ for b in obj.__bases__)})'
+        return None if code == want else f'{code!r}, expected {want!r}'
+    if kind == 'class' and code.startswith('class '): return f'{code!r}: the class has a signature, {sig}'
+    params = list(sig.parameters.values())
+    if kind == 'method' and not isinstance(obj, staticmethod) and params and params[0].name in ('self', 'cls'):
+        params = params[1:]
+    try: args, returns = _params_of(code, name)
+    except SyntaxError as e: return f'{code!r} does not parse: {e}'
+    P = inspect.Parameter
+    got = [(a.arg, P.POSITIONAL_ONLY) for a in args.posonlyargs] + [(a.arg, P.POSITIONAL_OR_KEYWORD) for a in args.args]
+    got += [(args.vararg.arg, P.VAR_POSITIONAL)] if args.vararg else []
+    got += [(a.arg, P.KEYWORD_ONLY) for a in args.kwonlyargs] + ([(args.kwarg.arg, P.VAR_KEYWORD)] if args.kwarg else [])
+    want = [(p.name, p.kind) for p in params]
+    if got != want: return f'{code!r}: parameters {[g[0] for g in got]}, expected {[w[0] for w in want]} ({sig})'
+    defaults = dict(zip([a.arg for a in args.posonlyargs + args.args][::-1], args.defaults[::-1]))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    for p in params:
+        if (p.default is not P.empty) != (p.name in defaults): return f'{code!r}: default of {p.name} shown wrongly'
+        if p.default is not P.empty and \
+                ast.unparse(defaults[p.name]) != ast.unparse(ast.parse(repr(p.default), mode='eval')):
+            return f'{code!r}: default of {p.name} is {p.default!r}'
+    if kind != 'class' and (sig.return_annotation is P.empty) != (returns is None):
+        return f'{code!r}: return annotation {sig.return_annotation}'
+    return None
+
+
+def description_problem(desc, div):
+    "Why an entry's description is missing or badly rendered (None if it is fine)"
+    if not desc: return 'no description (no docstring)'
+    for e in div.find_all(['p', 'li']):
+        t = ' '.join(''.join(s for s in e.find_all(string=True)
+                             if not s.find_parent(['code', 'pre']) and not s.find_parent(class_=re.compile('math|katex')))
+                     .split())
+        if re.search(r'^\*|\*$|</?em>', t): return f'a stray * or tag: {t[:120]!r}'
+    for li in div.find_all('li'):
+        if li.find(['p', 'pre', 'ul', 'ol']):
+            return f'a list item that is not one line of prose: {li.get_text(" ", strip=True)[:120]!r}'
+    for e in div.find_all(['p', 'li']):  # numpydoc's `name : type` lines left as text, not made a list
+        if m := re.search(r'^[\w, *]+ : .*', e.get_text(), re.M): return f'a raw numpydoc entry: {m[0][:120]!r}'
+    pre = div.find('pre')
+    first = (pre.parent if pre.parent.name == 'div' else pre).find_next_sibling()  # the element after the signature
+    if first is not None and first.name == 'p' and \
+            (first.find('em') is None or first.get_text(strip=True) != first.find('em').get_text(strip=True)):
+        return f'the summary is not one emphasised paragraph: {first.get_text(" ", strip=True)[:120]!r}'
+    return None
+
+
+def test_api_rule():
+    "`bd.api_members`: isocal's methods, properties and classmethods in, inherited scikit-learn/builtin plumbing out"
+    from isocal.isotonic import IsotonicCalibrator
+    from isocal.pava import Staircase
+    from isocal.venn_abers import VennAbers
+    names = {n for n, _, _ in bd.api_members(IsotonicCalibrator)}
+    assert {'IsotonicCalibrator.fit', 'IsotonicCalibrator.predict', 'IsotonicCalibrator.transform',
+            'Portable.save'} <= names
+    for plumbing in ('get_params', 'set_params', 'set_output', 'fit_transform', 'score', 'get_metadata_routing',
+                     'set_fit_request', 'set_transform_request'):
+        assert not any(n.endswith('.' + plumbing) for n in names), plumbing
+    assert 'Staircase.thresholds' in {n for n, _, _ in bd.api_members(Staircase)}
+    va = {n: v for n, _, v in bd.api_members(VennAbers)}
+    assert isinstance(va['Portable.load'], classmethod) and 'VennAbers.fit' in va
+
+
+def test_api_no_site_debris(site):
+    """No page shows nbdev's fallbacks (`(*args, **kwargs)`, 'Call self as a function'), an entry for a private name,
+    or a link on a private name that goes nowhere"""
+    assert list(DOCS.glob('*.html')), f"no pages built:\n{site['log']}"
+    ids = {f.name: ids_of(f) for f in DOCS.glob('*.html')}
+    for f in sorted(DOCS.glob('*.html')):
+        soup = BeautifulSoup(f.read_text(encoding='utf-8'), 'html.parser')
+        text = soup.get_text(' ')
+        assert 'Call self as a function' not in text and '__getattr__(' not in text, f.name
+        for div in soup.select('.api-entry'):
+            head, code = div.find(re.compile(r'^h[1-6]$')), div.find('pre')
+            assert head and code, f'{f.name}: an API entry without a heading or a signature: {div.get_text(" ")[:200]!r}'
+            name = head.get_text(strip=True)
+            assert not any(p.startswith('_') for p in name.split('.')), f'{f.name}: an API entry for private {name}'
+            assert '(*args, **kwargs)' not in code.get_text(), f'{f.name}: {name} shows (*args, **kwargs)'
+        for a in soup.find_all('a', href=re.compile(r'^[^:/#]+\.html#')):
+            page, _, anchor = a['href'].partition('#')
+            if any(p.startswith('_') for p in anchor.split('.')):
+                assert anchor in ids.get(page, ()), \
+                    f'{f.name}: a link on private {a.get_text()!r} to {a["href"]}, which does not exist'
+
+
+@pytest.mark.parametrize('modname', MODULES)
+def test_api_documented(site, modname):
+    "Each public name of isocal.<modname> has an API entry with its real signature and a description"
+    entries, problems = api_entries(), []
+    home = [f'{p.stem}.html' for p in sorted(SRC.glob('*.ipynb')) if re.search(r'#\|\s*default_exp\s+' + modname + r'\b',
+                                                                             p.read_text(encoding='utf-8'))]
+    for name, obj, kind in public_names(modname):
+        if name not in entries: problems.append(f'{name}: no API entry on any page'); continue
+        found = []  # the module's own page first; a problem there is the one reported
+        for page, code, desc, div in sorted(entries[name], key=lambda e: e[0] not in home):
+            why = signature_problem(name, obj, kind, code) or description_problem(desc, div)
+            if why is None: break
+            found.append(f'{page}: {why}')
+        else: problems.append(f'{name} ({kind}): ' + found[0])
+    failed = '' if site['rc'] == 0 else '\n(pages that did not build, see test_build: ' + \
+        '; '.join(l.split(':')[0] for l in site['log'].splitlines() if ' FAILED: ' in l) + ')'
+    assert not problems, f'{len(problems)} public names of isocal.{modname} are not documented right:\n' + \
+        '\n'.join(problems) + failed
+
+
+def _entry(sig, desc_html):
+    "A synthetic built API entry: (signature text, description text, element), as `api_entries` reads them"
+    div = BeautifulSoup(f'<section class="api-entry"><h3>x</h3><div class="sourceCode"><pre><code>{sig}</code></pre>'
+                        f'</div>{desc_html}</section>', 'html.parser').section
+    return div.find('pre').get_text(), ' '.join(e.get_text(' ', strip=True) for e in div.find_all(recursive=False)[2:]), div
+
+
+@pytest.mark.parametrize('name, obj, kind, sig, desc, why', [
+    ('VennAbers', 'venn_abers.VennAbers', 'class', 'VennAbers(*args, **kwargs)', '<p><em>IVAP.</em></p>', 'parameters'),
+    ('isotonic_regression', 'pava.isotonic_regression', 'function',
+     'def isotonic_regression(y, weights=None, increasing=True)', '<p><em>PAVA.</em></p>', 'parameters'),
+    ('isotonic_regression', 'pava.isotonic_regression', 'function',
+     'def isotonic_regression(y, weights=None, *, increasing: bool = False) -&gt; IsotonicResult',
+     '<p><em>PAVA.</em></p>', 'default of increasing'),
+    ('Staircase.thresholds', 'pava.Staircase.thresholds', 'property', 'def Staircase.thresholds()',
+     '<p><em>Starts.</em></p>', 'expected'),
+    ('fit_staircase', 'pava.fit_staircase', 'function', None, '', 'no description'),
+    ('isotonic_loss', 'forward.isotonic_loss', 'function', None,
+     '<p><em>L</em>(D): the squared loss (tied x share one level).*</p>', 'stray'),
+    ('isotonic_loss', 'forward.isotonic_loss', 'function', None, '<p>L*(D): the squared loss.</p>', 'summary'),
+    ('isotonic_loss', 'forward.isotonic_loss', 'function', 'def isotonic_loss(`x`, y) -&gt; float',
+     '<p><em>Loss.</em></p>', 'markup'),
+    ('STOP_RULES', 'aum.STOP_RULES', 'constant', "STOP_RULES = ('first_min',)", '<p><em>Rules.</em></p>', 'value'),
+    ('log_loss', 'metrics.log_loss', 'function', None, '<p><em>Loss.</em></p><p>y_true : array-like</p>', 'numpydoc'),
+    ('build_parser', 'cli.build_parser', 'function', None,
+     '<p><em>Parser.</em></p><ul><li><p>a</p></li><li><p>b</p></li></ul>', 'one line of prose'),
+])
+def test_api_checks_catch(name, obj, kind, sig, desc, why):
+    """The checks of test_api_documented reject each fault the API reference had or could have, for that reason
+    (`sig` None: the signature the site renders, which passes)"""
+    mod, *attr = obj.split('.')
+    o = importlib.import_module(f'{bd.PKG}.{mod}')
+    for a in attr: o = inspect.getattr_static(o, a) if isinstance(o, type) else getattr(o, a)
+    if sig is None:
+        sig = bd.SiteRenderer.signature(o, name).replace('>', '&gt;')
+        assert signature_problem(name, o, kind, _entry(sig, '')[0]) is None, sig
+    code, text, div = _entry(sig, desc)
+    problem = signature_problem(name, o, kind, code) or description_problem(text, div)
+    assert problem and why in problem, problem

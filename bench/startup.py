@@ -1,0 +1,147 @@
+"""The first call on a fresh install (issue 16, part 2): Numba compile time as a user meets it.
+
+Run from the repository root:
+
+    .venv/bin/python bench/startup.py [--repeat 1] [--only pava convex ...] [--no-demo]
+
+Every measurement runs in a fresh Python process with `NUMBA_CACHE_DIR` pointing at an empty temporary directory
+(cold: everything compiles) or at a directory the same entry point has just filled (warm: everything loads from
+the cache). Reported per module's main entry point:
+
+- `cold`: seconds for `import` + the first call, empty cache;
+- `warm`: the same with the cache filled;
+- `baseline`: `import numba` + compiling and calling one trivial `@njit` function (what any Numba user pays; a
+  function defined in `python -c` cannot be cached, so its cold and warm times are the same compile);
+- `cold - baseline` against the target of at most 2 s.
+
+And `isocal demo` cold against warm (target: cold <= 2x warm). The load average is printed with the results, since
+other work on the machine changes the times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGET_ABOVE_BASELINE = 2.0
+DEMO_RATIO_TARGET = 2.0
+
+BASELINE = """
+import numba
+@numba.njit
+def f(x): return x + 1
+f(1)
+"""
+
+# One representative first use per module: the call a user makes first.
+ENTRY_POINTS = {
+    "pava": """
+import numpy as np
+from isocal.pava import isotonic_regression
+isotonic_regression(np.random.default_rng(0).normal(size=100))
+""",
+    "isotonic": """
+import numpy as np
+from isocal.isotonic import IsotonicCalibrator
+r = np.random.default_rng(0); s = r.normal(size=200)
+IsotonicCalibrator().fit(s, (r.uniform(size=200) < 0.5).astype(float)).predict(s)
+""",
+    "convex": """
+import numpy as np
+from isocal.convex import PseudoHuber, isotonic_convex
+isotonic_convex(PseudoHuber(1.0), np.random.default_rng(0).normal(size=100))
+""",
+    "quantile": """
+import numpy as np
+from isocal.convex import Quantile, isotonic_convex
+isotonic_convex(Quantile(0.9), np.random.default_rng(0).normal(size=100))
+""",
+    "online": """
+import numpy as np
+from isocal.online import OnlineIsotonic
+OnlineIsotonic().extend(np.random.default_rng(0).normal(size=100)).fitted_values()
+""",
+    "venn_abers": """
+import numpy as np
+from isocal.venn_abers import VennAbers
+r = np.random.default_rng(0); s = r.normal(size=200)
+VennAbers().fit(s, (r.uniform(size=200) < 0.5).astype(int)).predict_proba(s)
+""",
+    "forward": """
+import numpy as np
+from isocal.forward import loo_all
+r = np.random.default_rng(0)
+loo_all(np.sort(r.uniform(size=200)), (r.uniform(size=200) < 0.5).astype(float))
+""",
+    "thresholds": """
+import numpy as np
+from isocal.thresholds import optimal_thresholds
+r = np.random.default_rng(0)
+optimal_thresholds(r.normal(size=300), r.integers(1, 4, 300), 3, loss="absolute")
+""",
+    "aum": """
+import numpy as np
+from isocal.aum import aum_gradient_descent, binary_breakpoints
+r = np.random.default_rng(0)
+X = r.normal(size=(200, 5)); y = (X[:, 0] + r.normal(size=200) > 0).astype(int)
+aum_gradient_descent(binary_breakpoints(y), X, method="first_min", max_iter=3)
+""",
+}
+
+
+def run(code: str, cache: str) -> float:
+    "Wall seconds of `python -c code` with NUMBA_CACHE_DIR=cache (raises with its stderr if it fails)."
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"entry point failed:\n{code}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def cold_and_warm(code: str, repeat: int) -> tuple[float, float]:
+    "Best-of-`repeat` cold (empty cache) and warm (cache just filled by the same code) times."
+    cold, warm = [], []
+    for _ in range(repeat):
+        cache = tempfile.mkdtemp(prefix="isocal-bench-cache-")
+        try:
+            cold.append(run(code, cache))
+            warm.append(run(code, cache))
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+    return min(cold), min(warm)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=1, help="best of this many cold/warm pairs (default 1)")
+    ap.add_argument("--only", nargs="*", choices=sorted(ENTRY_POINTS), help="modules to measure (default: all)")
+    ap.add_argument("--no-demo", action="store_true", help="skip `isocal demo`")
+    args = ap.parse_args(argv)
+
+    base_cold, base_warm = cold_and_warm(BASELINE, args.repeat)
+    print(f"load average {os.getloadavg()[0]:.2f}, CPUs available {len(os.sched_getaffinity(0))}")
+    print(f"baseline (import numba + one trivial @njit): cold {base_cold:.2f} s, warm {base_warm:.2f} s\n")
+    print(f"{'entry point':<12}{'cold s':>8}{'warm s':>8}{'cold-base':>11}{'target':>8}  met")
+    for name in args.only or ENTRY_POINTS:
+        cold, warm = cold_and_warm(ENTRY_POINTS[name], args.repeat)
+        above = cold - base_cold
+        print(f"{name:<12}{cold:>8.2f}{warm:>8.2f}{above:>11.2f}{TARGET_ABOVE_BASELINE:>8.1f}  "
+              f"{'yes' if above <= TARGET_ABOVE_BASELINE else 'NO'}")
+    if not args.no_demo:
+        with tempfile.TemporaryDirectory() as out:
+            demo = (f"import sys; from isocal.cli import main; "
+                    f"sys.exit(main(['demo', '--out', {os.path.join(out, 'r.png')!r}]))")
+            cold, warm = cold_and_warm(demo, args.repeat)
+        print(f"\nisocal demo: cold {cold:.2f} s, warm {warm:.2f} s, ratio {cold / warm:.2f} "
+              f"(target <= {DEMO_RATIO_TARGET:.1f}: {'met' if cold / warm <= DEMO_RATIO_TARGET else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
