@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .core import _add_partial, _partials_sign, _two_prod, as_float_array, check_increasing, check_weights
+from .core import _add_partial, _partials_sign, _two_prod
 from .pava import IsotonicResult
 
 # %% auto #0
