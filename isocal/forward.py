@@ -596,6 +596,18 @@ def _fill_emission(kz, par, g, K, e):
             k += step
 
 @njit(cache=True)
+def _beta_step(kz, par, g, K, e, beta):
+    "β_g from β_{g+1} in place: β_g(k) = Σ_{k' ≥ k} e_{g+1}(k') β_{g+1}(k'), rescaled to sum 1 (`e` is scratch)."
+    _fill_emission(kz, par, g + 1, K, e)
+    run, tot = 0.0, 0.0
+    for k in range(K, -1, -1):
+        run += e[k] * beta[k]
+        beta[k] = run
+        tot += run
+    inv = 1.0 / tot
+    for k in range(K + 1): beta[k] *= inv
+
+@njit(cache=True)
 def _ew_pass(kz, par, K, alpha, post):
     """Exponential weights on the grid isotonic class in one forward-backward pass over the G groups of tied x:
     a function is a non-decreasing path of levels k_0 ≤ … ≤ k_{G-1}, its weight Π_g e_g(k_g), so
@@ -617,15 +629,7 @@ def _ew_pass(kz, par, K, alpha, post):
         for k in range(K + 1): alpha[g, k] *= inv
     beta = np.ones(K + 1)
     for g in range(G - 1, -1, -1):
-        if g < G - 1:
-            _fill_emission(kz, par, g + 1, K, e)
-            run, tot = 0.0, 0.0
-            for k in range(K, -1, -1):
-                run += e[k] * beta[k]
-                beta[k] = run
-                tot += run
-            inv = 1.0 / tot
-            for k in range(K + 1): beta[k] *= inv
+        if g < G - 1: _beta_step(kz, par, g, K, e, beta)
         num, den = 0.0, 0.0
         for k in range(K + 1):
             p = alpha[g, k] * beta[k]
@@ -718,14 +722,7 @@ def _ew_loo_pass(kz, par, K, eta, members, gstart, ys, alpha, post, out):
     e = np.empty(K + 1)
     b = np.ones(K + 1)
     for g in range(G - 1, -1, -1):
-        if g < G - 1:
-            _fill_emission(kz, par, g + 1, K, e)
-            run, tot = 0.0, 0.0
-            for k in range(K, -1, -1):
-                run += e[k] * b[k]
-                b[k] = run
-                tot += run
-            for k in range(K + 1): b[k] /= tot
+        if g < G - 1: _beta_step(kz, par, g, K, e, b)
         for j in range(gstart[g], gstart[g + 1]):
             i = members[j]
             y = ys[i]
