@@ -13,10 +13,12 @@ Each command runs in a fresh process, as a user would run it:
 - `isocal calibrate FILE --method M --out OUT` for every method (the Numba cache is warmed first by one run on a small
   file, so the times are those of a user's second and later runs).
 
-Reported per size and command: wall time (best of `--repeat`), ratio to the floor (target <= 2.5), the child's peak
-RSS (from GNU `/usr/bin/time -f %M`), and the memory beyond a tiny run's RSS in arrays of n float64 (target <= 6 for isocal: the 2
-parsed columns plus <= 4 arrays of n). The load average is printed with the results, since other work on the machine
-changes the times.
+Reported per size and command: wall time (best of `--repeat`), ratio to the floor (target <= 2.5), the child's CPU
+time (user + system, from GNU `/usr/bin/time`; above the wall time when it used more than one core), its peak RSS,
+and the memory beyond a tiny run's RSS in arrays of n float64 (target <= 6 for isocal: the 2 parsed columns plus <= 4
+arrays of n). The repeats take the commands in turn (floor, then each method, then the floor again, ...), so a change
+of load during the run affects the floor and isocal alike. Other work on the machine changes the times, so the
+1-minute load average is printed on every row (taken when that size's runs end) and before and after the run.
 """
 from __future__ import annotations
 
@@ -51,21 +53,24 @@ def make_scores(n: int, path: str) -> None:
     pa_csv.write_csv(pa.table({"score": joint[:, 1] - joint[:, 0], "label": y[:n].astype(np.int64)}), path)
 
 
-def run(argv: list[str]) -> tuple[float, int]:
-    "Wall time in seconds and peak RSS in bytes of a fresh process running `argv`; fails loudly on a non-zero exit."
+def run(argv: list[str]) -> tuple[float, int, float]:
+    """Wall time in seconds, peak RSS in bytes and CPU time (user + system) in seconds of a fresh process running
+    `argv`; fails loudly on a non-zero exit."""
     # /usr/bin/time, not os.wait4 here: a child's ru_maxrss starts at its parent's peak, and this process is large.
     start = time.perf_counter()
-    result = subprocess.run([TIME, "-f", "%M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
-                            text=True)
+    result = subprocess.run([TIME, "-f", "%M %U %S", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=ROOT, text=True)
     seconds = time.perf_counter() - start
     if result.returncode:
         raise RuntimeError(f"{argv} exited with {result.returncode}: {result.stderr}")
-    return seconds, int(result.stderr.split()[-1]) * 1024  # KiB
+    kib, user, system = result.stderr.split()[-3:]
+    return seconds, int(kib) * 1024, float(user) + float(system)
 
 
-def best(argv: list[str], repeat: int) -> tuple[float, int]:
-    runs = [run(argv) for _ in range(repeat)]
-    return min(t for t, _ in runs), max(m for _, m in runs)
+def best(runs: list[tuple[float, int, float]]) -> tuple[float, int, float]:
+    "The fastest run's wall and CPU time, with the largest peak RSS of all the runs."
+    fastest = min(runs)
+    return fastest[0], max(m for _, m, _ in runs), fastest[2]
 
 
 def main() -> None:
@@ -90,22 +95,29 @@ def main() -> None:
     base_rss["floor"] = run([python, "-c", FLOOR_CODE, tiny, out])[1]
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}")
-    header = f"{'rows':>10}  {'command':<16} {'time [s]':>9} {'x floor':>8} {'peak RSS [MB]':>14} {'arrays of n':>12}"
+    header = (f"{'rows':>10}  {'command':<16} {'time [s]':>9} {'x floor':>8} {'cpu [s]':>8} {'peak RSS [MB]':>14} "
+              f"{'arrays of n':>12} {'load':>5}")
     print(header)
     print("-" * len(header))
     for n in sizes:
         path = os.path.join(args.dir, f"scores_{n}.csv")
         if not os.path.exists(path):
             make_scores(n, path)
-        floor, floor_rss = best([python, "-c", FLOOR_CODE, path, out], args.repeat)
-        arrays = (floor_rss - base_rss["floor"]) / (8 * n)
-        print(f"{n:>10}  {'I/O floor':<16} {floor:>9.2f} {1.0:>8.2f} {floor_rss / 1e6:>14.0f} {arrays:>12.1f}")
+        commands = {"I/O floor": [python, "-c", FLOOR_CODE, path, out]}
         for method in args.methods:
-            seconds, rss = best([python, "-c", ISOCAL_CODE, "calibrate", path, "--method", method, "--out", out],
-                                args.repeat)
-            arrays = (rss - base_rss[method]) / (8 * n)
-            print(f"{n:>10}  {'isocal ' + method:<16} {seconds:>9.2f} {seconds / floor:>8.2f} {rss / 1e6:>14.0f} "
-                  f"{arrays:>12.1f}", flush=True)
+            commands[f"isocal {method}"] = [python, "-c", ISOCAL_CODE, "calibrate", path, "--method", method,
+                                            "--out", out]
+        runs = {name: [] for name in commands}
+        for _ in range(args.repeat):  # in turn, so that a change of load meets every command
+            for name, argv in commands.items():
+                runs[name].append(run(argv))
+        load = os.getloadavg()[0]
+        floor = best(runs["I/O floor"])[0]
+        for name, command_runs in runs.items():
+            seconds, rss, cpu = best(command_runs)
+            base = base_rss["floor" if name == "I/O floor" else name.split()[-1]]
+            print(f"{n:>10}  {name:<16} {seconds:>9.2f} {seconds / floor:>8.2f} {cpu:>8.2f} {rss / 1e6:>14.0f} "
+                  f"{(rss - base) / (8 * n):>12.1f} {load:>5.2f}", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"targets: time <= {RATIO_TARGET}x the floor; isocal memory <= {ARRAYS_TARGET} arrays of n beyond a "
           f"1000-row run (2 parsed columns + 4)")

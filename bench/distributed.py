@@ -14,6 +14,9 @@ a. Scale: n float64 (x, y) points (default 1e8 = 1.6 GB) on a LocalCluster of 2 
 b. Throughput ratio: the same fit on the largest n that fits comfortably in one process, on the cluster and with
    `fit_staircase` on NumPy arrays (data generated beforehand, not timed; best of 3 after a warm-up). The cluster's
    time includes generating the data on the workers (three passes: validation, Dask's quantiles, the shuffle).
+   Memory, each in one more, untimed run: the peak resident memory of each worker (polled as in a, next to its
+   resident memory before that run), and `fit_staircase`'s traced peak (tracemalloc, bench/timing.py) in arrays of n
+   float64 (8n bytes) and MB.
 c. Summary size vs n for calibration-like data: units per partition summary, units of the root summary, final steps.
 """
 from __future__ import annotations
@@ -31,6 +34,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, _HERE)
+from timing import arrays, peak_bytes  # noqa: E402  (bench/timing.py; bench/ then leaves the path again)
+sys.path.remove(_HERE)
 
 
 def calibration_block(block_info=None, seed=0, column='x'):
@@ -160,14 +167,23 @@ def main():
 
         x, y = dask_data(single_n, partition)
         t_dask, st_dask = best_of(lambda: fit_isotonic_dask(x, y, shuffle_method=args.shuffle), args.repeat)
+        import psutil
+        rss_before = sorted(client.run(lambda: psutil.Process().memory_info().rss).values())
+        with PeakRSS(client) as mem:                              # one more run, untimed, polled
+            fit_isotonic_dask(x, y, shuffle_method=args.shuffle)
+        dask_peaks = sorted(mem.peaks.values())
     xs, ys = numpy_data(single_n, partition)
     fit_staircase(xs[:1000], ys[:1000])
     t_single, st_single = best_of(lambda: fit_staircase(xs, ys), args.repeat)
+    p_single = peak_bytes(lambda: fit_staircase(xs, ys))
     assert st_single.n_steps == st_dask.n_steps and np.array_equal(st_single.x_lo, st_dask.x_lo)
     assert np.allclose(st_single.levels, st_dask.levels, rtol=1e-12, atol=0)
-    report['throughput'] = dict(n=single_n, dask=t_dask, single=t_single, ratio=t_single / t_dask)
-    print(f"\nb. n = {single_n:.0e}: cluster {t_dask:.2f} s ({single_n / t_dask / 1e6:.2f} M/s), fit_staircase "
-          f"{t_single:.2f} s ({single_n / t_single / 1e6:.2f} M/s); throughput ratio cluster/single = "
+    report['throughput'] = dict(n=single_n, dask=t_dask, single=t_single, ratio=t_single / t_dask,
+                                dask_peak_rss=dask_peaks, dask_rss_before=rss_before, single_peak=p_single)
+    print(f"\nb. n = {single_n:.0e}: cluster {t_dask:.2f} s ({single_n / t_dask / 1e6:.2f} M/s; peak RSS per worker "
+          + ', '.join(format_bytes(p) for p in dask_peaks) + " from " + ', '.join(format_bytes(p) for p in rss_before)
+          + f" before), fit_staircase {t_single:.2f} s ({single_n / t_single / 1e6:.2f} M/s; traced peak "
+          f"{arrays(p_single, single_n):.2f} arrays of n, {format_bytes(p_single)}); throughput ratio cluster/single = "
           f"{t_single / t_dask:.3f}; same staircase ({st_dask.n_steps} steps)")
     del xs, ys
 

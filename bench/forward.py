@@ -9,9 +9,12 @@
 * the online-to-batch learner of Section 3 (issue 14): `o2b_loo` at t = 1e6 (seconds per round, passes per round),
   against the same estimator without shared passes (one `ew_predict` call per point and draw) at t = 2000, same
   process, both estimates of the randomised learner's excess loss shown with their standard errors.
+
+Next to each time, its peak memory: traced by tracemalloc in one more, untimed call (bench/timing.py), in arrays of t
+float64 (8t bytes) and MB, the result returned counted; for a row of several calls, the largest of their peaks; for
+the fresh processes of the first-call times, their peak RSS.
 """
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,7 +23,7 @@ import numpy as np
 
 from isocal.forward import ew_predict, isotonic_loss, loo_all, loo_predictions, o2b_loo
 from isocal.pava import isotonic_regression
-from timing import best
+from timing import arrays, best_and_peak, peak_bytes, run_peak_rss
 
 FIVE = ("ir-int", "log-ivap", "brier-ivap", "lsm", "heavy")
 
@@ -48,14 +51,16 @@ def naive_all(y, c, gamma=0.5):
 
 
 def compile_times():
-    "(first call with an empty numba cache, first call with the cache filled) in fresh interpreters."
+    """((seconds, peak RSS bytes) of the first call with an empty numba cache, the same with the cache filled), each
+    in a fresh interpreter; an RSS is None without /usr/bin/time."""
     code = ("import time, numpy as np; t0 = time.perf_counter(); from isocal.forward import loo_all; "
             "t1 = time.perf_counter(); loo_all(np.arange(5.0), np.array([0, 1, .5, 0, 1.])); "
             "print(time.perf_counter() - t1)")
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                           check=True).stdout.split()[-1])
+        def run():
+            out, rss = run_peak_rss([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            return float(out.stdout.split()[-1]), rss
         return run(), run()
 
 
@@ -82,7 +87,8 @@ def o2b_per_point(x, y, rounds, rng):
 
 
 def o2b_rows(quick):
-    "(t, seconds per round, passes per round) of `o2b_loo` at a large t, and the per-point comparison at t = 2000."
+    """(t, seconds per round, passes per round) of `o2b_loo` at a large t, and the per-point comparison at t = 2000;
+    the traced peak bytes of each of the three timed runs (one more, untimed run each) last."""
     rng = np.random.default_rng(1)
     big = 100_000 if quick else 1_000_000
     x = np.sort(rng.random(big))
@@ -92,16 +98,20 @@ def o2b_rows(quick):
     t0 = time.perf_counter()
     res = o2b_loo(x, y, n_rounds=rounds, seed=0)
     per_round = (time.perf_counter() - t0) / rounds
+    p_big = peak_bytes(lambda: o2b_loo(x, y, n_rounds=rounds, seed=0))
     small = 2000
     xs = np.sort(rng.random(small))
     ys = (rng.random(small) < xs).astype(float)
     t0 = time.perf_counter()
     shared = o2b_loo(xs, ys, n_rounds=64, seed=0)
     t_shared = (time.perf_counter() - t0) / 64
+    p_shared = peak_bytes(lambda: o2b_loo(xs, ys, n_rounds=64, seed=0))
     t0 = time.perf_counter()
     naive, naive_se = o2b_per_point(xs, ys, 2, rng)
     t_naive = (time.perf_counter() - t0) / 2
-    return big, per_round, res.passes / rounds, res.levels, small, t_shared, t_naive, shared, (naive, naive_se)
+    p_naive = peak_bytes(lambda: o2b_per_point(xs, ys, 2, np.random.default_rng(2)))
+    return (big, per_round, res.passes / rounds, res.levels, small, t_shared, t_naive, shared, (naive, naive_se),
+            (p_big, p_shared, p_naive))
 
 
 def main(quick=False):
@@ -112,34 +122,43 @@ def main(quick=False):
     rows = []
     for kind, target in (("noisy", 5.0), ("binary", 5.0), ("increasing", 30.0)):
         x, y = data(kind, big, rng)
-        per_method = {m: best(lambda: loo_predictions(x, y, m), repeat=2) for m in FIVE}
-        one_pass = best(lambda: loo_all(x, y), repeat=2)
-        rows.append((kind, big, sum(per_method.values()), one_pass, target, per_method))
+        per_method = {m: best_and_peak(lambda: loo_predictions(x, y, m), repeat=2) for m in FIVE}
+        one_pass = best_and_peak(lambda: loo_all(x, y), repeat=2)
+        rows.append((kind, big, sum(t for t, _ in per_method.values()), max(p for _, p in per_method.values()),
+                     one_pass, target, per_method))
     x, y = data("noisy", small, rng)
-    t_fast = best(lambda: loo_all(x, y))
+    t_fast, p_fast = best_and_peak(lambda: loo_all(x, y))
     t0 = time.perf_counter()
     ref = naive_all(y, c=small ** (1 / 3))
     t_naive = time.perf_counter() - t0
+    p_naive = peak_bytes(lambda: naive_all(y, c=small ** (1 / 3)))
     fast = loo_all(x, y)
     err = max(np.max(np.abs(fast[m] - ref[m])) for m in FIVE)
 
-    print(f"first call (compile, empty numba cache): {first:.1f} s; with the cache: {cached:.2f} s\n")
-    print(f"{'what':<46} {'t':>9} {'isocal s':>9} {'baseline s':>11} {'ratio':>8}  target")
-    for kind, t, total, one_pass, target, per_method in rows:
-        print(f"{'loo, 5 methods, 5 calls, ' + kind:<46} {t:>9.0e} {total:>9.3f} {'':>11} {'':>8}  "
-              f"≤ {target:.0f} s: {'met' if total <= target else 'MISSED'}")
-        print(f"{'loo, 5 methods, one loo_all pass, ' + kind:<46} {t:>9.0e} {one_pass:>9.3f} {'':>11} {'':>8}  "
-              f"≤ {target:.0f} s: {'met' if one_pass <= target else 'MISSED'}")
-        print("    per method: " + ", ".join(f"{m} {s:.2f} s" for m, s in per_method.items()))
+    rss = lambda b: "-" if b is None else f"{b / 1e6:.0f} MB"
+    print(f"first call (compile, empty numba cache): {first[0]:.1f} s (peak RSS {rss(first[1])}); with the cache: "
+          f"{cached[0]:.2f} s (peak RSS {rss(cached[1])})\n")
+    mem = lambda peak, t: f"{arrays(peak, t):.2f} ({peak / 1e6:.3g} MB)"
+    print(f"{'what':<46} {'t':>9} {'isocal s':>9} {'isocal peak':>17} {'baseline s':>11} {'baseline peak':>17} "
+          f"{'ratio':>8}  target   (peak: traced, arrays of t)")
+    for kind, t, total, p_total, (one_pass, p_one), target, per_method in rows:
+        print(f"{'loo, 5 methods, 5 calls, ' + kind:<46} {t:>9.0e} {total:>9.3f} {mem(p_total, t):>17} {'':>11} "
+              f"{'':>17} {'':>8}  ≤ {target:.0f} s: {'met' if total <= target else 'MISSED'}")
+        print(f"{'loo, 5 methods, one loo_all pass, ' + kind:<46} {t:>9.0e} {one_pass:>9.3f} {mem(p_one, t):>17} "
+              f"{'':>11} {'':>17} {'':>8}  ≤ {target:.0f} s: {'met' if one_pass <= target else 'MISSED'}")
+        print("    per method (s, peak arrays of t): " + ", ".join(f"{m} {s:.2f} s {arrays(p, t):.2f}"
+                                                             for m, (s, p) in per_method.items()))
     ratio = t_naive / t_fast
-    print(f"{'loo, 5 methods vs naive per-point refits':<46} {small:>9.0e} {t_fast:>9.4f} {t_naive:>11.2f} "
-          f"{ratio:>7.0f}x  ≥ 100x: {'met' if ratio >= 100 else 'MISSED'} (max |diff| {err:.1e})")
-    big, per_round, passes, K, small, t_shared, t_naive, shared, naive = o2b_rows(quick)
-    print("\nonline-to-batch (Section 3), well-specified Bernoulli(x) labels:")
+    print(f"{'loo, 5 methods vs naive per-point refits':<46} {small:>9.0e} {t_fast:>9.4f} {mem(p_fast, small):>17} "
+          f"{t_naive:>11.2f} {mem(p_naive, small):>17} {ratio:>7.0f}x  ≥ 100x: {'met' if ratio >= 100 else 'MISSED'} "
+          f"(max |diff| {err:.1e})")
+    big, per_round, passes, K, small, t_shared, t_naive, shared, naive, (p_big, p_shared, p_naive) = o2b_rows(quick)
+    print("\nonline-to-batch (Section 3), well-specified Bernoulli(x) labels (peak: traced, arrays of t):")
     print(f"  o2b_loo at t = {big:.0e}, K = {K}: {per_round:.2f} s per round (set-up included), "
-          f"{passes:.1f} forward-backward passes per round")
-    print(f"  t = {small}: o2b_loo {t_shared * 1e3:.1f} ms per round, one ew_predict per point and draw "
-          f"{t_naive:.2f} s per round, ratio {t_naive / t_shared:.0f}x")
+          f"{passes:.1f} forward-backward passes per round; peak of the 8-round call {mem(p_big, big)}")
+    print(f"  t = {small}: o2b_loo {t_shared * 1e3:.1f} ms per round (peak of the 64-round call {mem(p_shared, small)}), "
+          f"one ew_predict per point and draw {t_naive:.2f} s per round (peak {mem(p_naive, small)}), ratio "
+          f"{t_naive / t_shared:.0f}x")
     print(f"  randomised learner's excess loss: o2b_loo {shared.randomized_loo:.5f} ± {shared.randomized_se:.5f} "
           f"(64 rounds), per point {naive[0]:.5f} ± {naive[1]:.5f} (2 rounds)")
     if quick: print("\n(--quick: sizes reduced; the targets are for t = 1e6 and 1e4)")

@@ -12,17 +12,20 @@ a. `isocal.pava.isotonic_regression(y[, weights])` on x-ordered y vs `scipy.opti
    time ratio and peak extra memory (tracemalloc) of each.
 b. `IsotonicCalibrator().fit(x, y)` vs `sklearn.isotonic.IsotonicRegression().fit`, plus one `np.argsort(x)`:
    time ratios and peak extra memory in units of "arrays of n float64".
-c. `IsotonicCalibrator.predict` on 1e6 new scores vs `np.interp` on the same thresholds.
+c. `IsotonicCalibrator.predict` on 1e6 new scores vs `np.interp` on the same thresholds: time ratio and peak extra
+   memory of each, in arrays of n float64 (n: the queries).
 d. Start-up, in fresh subprocesses: `import isocal.pava`, the first call of isotonic_regression / fit / predict with
    a warm Numba cache (minus the start-up of a process that only imports numba), and the cold compile time
-   (NUMBA_CACHE_DIR pointed at an empty temporary directory).
+   (NUMBA_CACHE_DIR pointed at an empty temporary directory); next to each, the peak RSS of the process it ran in
+   (from GNU time, the largest of the repeats).
 
 Data: scores x ~ U(0, 1), either continuous or rounded to a grid of n/10 points (so ~n/10 distinct values with ties),
 sorted or in random order; targets are 0/1 labels drawn with the monotone probability p(x) = 1/(1 + exp(-6(x - 1/2)))
 ("binary") or p(x) + N(0, 0.25^2) noise ("noisy"); weights are None or U(1e-3, 1e3).
 
-Memory is measured with tracemalloc, which sees every NumPy allocation (NumPy reports its data buffers to it) but not
-memory that Numba's runtime allocates inside a jitted function; isocal's kernels allocate nothing themselves.
+Memory (a-c) is the traced peak of one more, untimed call (bench/timing.py's `peak_bytes`) above the memory traced just
+before it, the result returned counted. tracemalloc sees every NumPy allocation (NumPy reports its data buffers to it)
+and, with the Numba installed here (0.68), the arrays Numba's runtime allocates inside a jitted function too.
 """
 from __future__ import annotations
 
@@ -33,14 +36,14 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 import zlib
 
 import numpy as np
+
+from timing import peak_bytes, run_peak_rss   # bench/timing.py (bench/ is on the path: run as a script, or appended)
 
 # --- targets (from the isocal issue) -------------------------------------------------------------------------------
 PAVA_TIME_TARGET = 1.0       # isocal / scipy, for n >= 1e4
@@ -122,17 +125,7 @@ def time_interleaved(fns: dict, repeat: int, *, warm: bool = True, min_sample: f
 
 def peak_extra_bytes(fn) -> int:
     "Peak traced memory during `fn()` minus the traced memory just before it (includes the result it returns)."
-    gc.collect()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        out = fn()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    del out
-    return peak - base
+    return peak_bytes(fn)
 
 def _reps(n, repeat):
     "Fewer repeats for the largest sizes so the full sweep stays within minutes."
@@ -256,9 +249,11 @@ def bench_predict(n_train, repeat=7, *, n_query=PREDICT_N, seed=0, log=print):
             maxdiff = float(np.max(np.abs(out['isocal'] - out['interp'])))
             del out
             ratio = t['isocal'] / t['interp']
+            mi, mn = peak_extra_bytes(fi) / (8 * n_query), peak_extra_bytes(fn) / (8 * n_query)
             rows.append(dict(model=f"fit on {n_train:.0e} {name}".replace('e+0', 'e'), knots=len(X), n_query=n_query, query=qorder,
                              t_isocal=t['isocal'], t_interp=t['interp'], ratio=ratio,
-                             ok=ratio <= PREDICT_TARGET, maxdiff=maxdiff))
+                             ok=ratio <= PREDICT_TARGET, mem_isocal_arrays=mi, mem_interp_arrays=mn,
+                             maxdiff=maxdiff))
             log(f"  c {name} {qorder} ratio={ratio:.2f}")
     return rows
 
@@ -297,20 +292,27 @@ def _script(module, steps=(), path=None):
     return "\n".join(lines)
 
 def _run_py(code, env=None):
-    "Run `code` in a fresh interpreter; (wall seconds of the whole process, its JSON output)."
+    """Run `code` in a fresh interpreter; (wall seconds of the whole process, its JSON output, its peak RSS in bytes
+    or None without GNU time)."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=False)
+    out, rss = run_peak_rss([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=False)
     wall = time.perf_counter() - t0
     if out.returncode:
         raise RuntimeError(f"subprocess failed:\n{out.stderr}")
-    return wall, json.loads(out.stdout.strip().splitlines()[-1])
+    return wall, json.loads(out.stdout.strip().splitlines()[-1]), rss
+
+def _max_rss(values):
+    "The largest peak RSS of several processes (None if none was measured)."
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
 
 def bench_startup(repeat=5, *, log=print):
     """Start-up costs in fresh interpreters (medians of `repeat`).
 
     Each first call runs in its own process: isotonic_regression(y), IsotonicCalibrator().fit(x, y), and for predict
     unpickling a fitted calibrator then predict (loading a model to use it). The targeted number is the wall time
-    of that process minus the wall time of a process that only imports numba.
+    of that process minus the wall time of a process that only imports numba. Rows measured in one process carry its
+    peak RSS ('rss', bytes; the largest of the repeats).
     """
     env = dict(os.environ)
     blob = _fitted_pickle()
@@ -318,7 +320,7 @@ def bench_startup(repeat=5, *, log=print):
     all_steps = [(k, s, c) for k, (s, c) in calls.items()]
     # warm isocal's cache, and ask where it lives (the in-tree __pycache__ unless NUMBA_CACHE_DIR is set or isocal
     # fell back to a temporary directory)
-    _, info = _run_py(_script('isocal.pava', all_steps).replace(
+    _, info, _ = _run_py(_script('isocal.pava', all_steps).replace(
         "print(json.dumps(_t))", "import isocal.core\nprint(json.dumps({'cache_path': "
         "isocal.pava._pava_kernel._cache._cache_path, 'fallback': isocal.core.NUMBA_CACHE_FALLBACK}))"), env)
     probe_dir = tempfile.mkdtemp(prefix='isocal-bench-probe-')
@@ -328,25 +330,29 @@ def bench_startup(repeat=5, *, log=print):
         _run_py(probe, env)                                           # warm the probe's cache
         samples = {k: [] for k in ('numba_wall', 'numba_import', 'isocal_import', 'probe', *_CALLS)}
         extra = {k: [] for k in _CALLS}
+        rss = {k: [] for k in ('numba', 'probe', *_CALLS)}
         for _ in range(repeat):
-            w, t = _run_py(_script('numba'), env)
-            samples['numba_wall'].append(w); samples['numba_import'].append(t['import'])
-            samples['probe'].append(_run_py(probe, env)[1]['probe'])
+            w, t, r = _run_py(_script('numba'), env)
+            samples['numba_wall'].append(w); samples['numba_import'].append(t['import']); rss['numba'].append(r)
+            _, t, r = _run_py(probe, env)
+            samples['probe'].append(t['probe']); rss['probe'].append(r)
             for k, (s, c) in calls.items():
-                w, t = _run_py(_script('isocal.pava', [(k, s, c)]), env)
+                w, t, r = _run_py(_script('isocal.pava', [(k, s, c)]), env)
                 samples[k].append(t[k]); extra[k].append(w - t[k + ':setup'])
-                samples['isocal_import'].append(t['import'])
+                samples['isocal_import'].append(t['import']); rss[k].append(r)
     finally:
         shutil.rmtree(probe_dir, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in samples.items()}
-    rows = [dict(what='import numba (reference)', seconds=med['numba_import'], target=None, ok=None),
+    rss = {k: _max_rss(v) for k, v in rss.items()}
+    rows = [dict(what='import numba (reference)', seconds=med['numba_import'], target=None, ok=None,
+                 rss=rss['numba']),
             dict(what="first call of a trivial cached @njit (numba's own start-up, reference)", seconds=med['probe'],
-                 target=None, ok=None),
+                 target=None, ok=None, rss=rss['probe']),
             dict(what='import isocal.pava', seconds=med['isocal_import'], target=IMPORT_TARGET,
                  ok=med['isocal_import'] <= IMPORT_TARGET)]
     for k in _CALLS:
         label = 'unpickled model + first predict' if k == 'predict' else f'first {k}'
-        rows.append(dict(what=f'{label}, warm cache (in-process)', seconds=med[k], target=None, ok=None))
+        rows.append(dict(what=f'{label}, warm cache (in-process)', seconds=med[k], target=None, ok=None, rss=rss[k]))
         e = statistics.median(extra[k]) - med['numba_wall']
         rows.append(dict(what=f'  process: import isocal.pava + first {k} - numba process', seconds=e,
                          target=None, ok=None))
@@ -356,8 +362,8 @@ def bench_startup(repeat=5, *, log=print):
     tmp = tempfile.mkdtemp(prefix='isocal-bench-cache-')
     try:
         env_cold = dict(env, NUMBA_CACHE_DIR=tmp)
-        _, cold = _run_py(_script('isocal.pava', all_steps), env_cold)
-        _, rewarm = _run_py(_script('isocal.pava', all_steps), env_cold)
+        _, cold, cold_rss = _run_py(_script('isocal.pava', all_steps), env_cold)
+        _, rewarm, rewarm_rss = _run_py(_script('isocal.pava', all_steps), env_cold)
         info['cache_files_written'] = sum(len(f) for _, _, f in os.walk(tmp))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -367,9 +373,11 @@ def bench_startup(repeat=5, *, log=print):
     cold_total = sum(cold[k] + cold[k + ':setup'] for k in _CALLS)
     warm_total = sum(rewarm[k] + rewarm[k + ':setup'] for k in _CALLS)
     rows.append(dict(what='cold compile: isotonic_regression, fit, predict in one process', seconds=cold_total,
-                     target=None, ok=None))
-    rows.append(dict(what='  the same, next process, same NUMBA_CACHE_DIR', seconds=warm_total, target=None, ok=None))
+                     target=None, ok=None, rss=cold_rss))
+    rows.append(dict(what='  the same, next process, same NUMBA_CACHE_DIR', seconds=warm_total, target=None, ok=None,
+                     rss=rewarm_rss))
     info['medians'] = med
+    info['rss'] = rss
     log("  d done")
     return rows, info
 
@@ -385,6 +393,7 @@ def _fmt(v, spec):
     if spec == 'st': return _status(v)
     if spec == 'lst': return '-' if v is None else ('pass' if v else 'miss')
     if spec == 'e': return f"{v:.0e}"
+    if spec == 'mb': return f"{v / 1e6:.0f}"
     return str(v)
 
 def table(rows, cols):
@@ -457,7 +466,10 @@ def format_summary(res) -> str:
         parts = '; '.join(f"{m} ({[r for r in p if r['model'] == m][0]['knots']} knots): " + ', '.join(
             f"{r['query']} {r['ratio']:.2f}" for r in p if r['model'] == m) for m in models)
         out += [f"c. IsotonicCalibrator.predict / np.interp on the same knots, {_nlabel(p[0]['n_query'])} queries "
-                f"(<= {PREDICT_TARGET}x): {_status(_all_ok(r['ok'] for r in p))}", f"   ratios, {parts}", ""]
+                f"(<= {PREDICT_TARGET}x): {_status(_all_ok(r['ok'] for r in p))}", f"   ratios, {parts}",
+                f"   memory, worst case, arrays of n float64 (n: the queries): isocal "
+                f"{max(r['mem_isocal_arrays'] for r in p):.2f}, np.interp {max(r['mem_interp_arrays'] for r in p):.2f}",
+                ""]
     if res.get('startup'):
         med, si = res['startup_info']['medians'], res['startup_info']
         by = {r['what']: r for r in res['startup']}
@@ -467,17 +479,21 @@ def format_summary(res) -> str:
             label = 'unpickle + first predict' if k == 'predict' else f'first {k}'
             e = by[f'  process: import isocal.pava + first {k} - numba process']['seconds']
             rows.append(dict(what=label, inproc=med[k], extra=e, extra2=e - med['probe'], target=FIRST_CALL_TARGET,
-                             ok=e - med['probe'] <= FIRST_CALL_TARGET, cold=by[f'cold compile (empty NUMBA_CACHE_DIR): first {k}']['seconds']))
+                             ok=e - med['probe'] <= FIRST_CALL_TARGET, cold=by[f'cold compile (empty NUMBA_CACHE_DIR): first {k}']['seconds'],
+                             rss=si.get('rss', {}).get(k)))
+        cold_row = by['cold compile: isotonic_regression, fit, predict in one process']
+        rewarm_row = by['  the same, next process, same NUMBA_CACHE_DIR']
+        mb = lambda r: _fmt(r.get('rss'), 'mb')
         out += ["d. start-up, fresh processes, warm Numba cache (seconds; extra = process wall - wall of "
                 "`python -c 'import numba'`)",
                 table(rows, [('', 'what', ''), ('in-process', 'inproc', 's'), ('extra', 'extra', 's'),
                              ('extra - jit start-up', 'extra2', 's'), ('target', 'target', 's'), ('', 'ok', 'st'),
-                             ('cold compile, in-process', 'cold', 's')]),
-                f"   reference: import numba {med['numba_import']:.3f}; numba's own jit start-up (first call of a "
-                f"trivial cached @njit) {med['probe']:.3f}",
-                f"   cold compile, all three in one process: "
-                f"{by['cold compile: isotonic_regression, fit, predict in one process']['seconds']:.2f}; next process, "
-                f"same NUMBA_CACHE_DIR: {by['  the same, next process, same NUMBA_CACHE_DIR']['seconds']:.2f}", ""]
+                             ('peak RSS MB', 'rss', 'mb'), ('cold compile, in-process', 'cold', 's')]),
+                f"   reference: import numba {med['numba_import']:.3f} (peak RSS {mb(by['import numba (reference)'])} "
+                f"MB); numba's own jit start-up (first call of a trivial cached @njit) {med['probe']:.3f}",
+                f"   cold compile, all three in one process: {cold_row['seconds']:.2f} (peak RSS {mb(cold_row)} MB); "
+                f"next process, same NUMBA_CACHE_DIR: {rewarm_row['seconds']:.2f} (peak RSS {mb(rewarm_row)} MB)",
+                "   peak RSS MB: of the process of the first call (warm cache; the largest of the repeats)", ""]
     return '\n'.join(out)
 
 def format_report(res) -> str:
@@ -514,12 +530,14 @@ def format_report(res) -> str:
                 table(res['predict'], [('model', 'model', ''), ('knots', 'knots', ''), ('queries', 'n_query', 'n'),
                                        ('order', 'query', ''), ('isocal ms', 't_isocal', 'ms'),
                                        ('interp ms', 't_interp', 'ms'), ('ratio', 'ratio', 'x'), ('', 'ok', 'st'),
-                                       ('maxdiff', 'maxdiff', 'e')]), ""]
+                                       ('mem iso', 'mem_isocal_arrays', 'arr'), ('mem interp', 'mem_interp_arrays', 'arr'),
+                                       ('maxdiff', 'maxdiff', 'e')]),
+                "   (memory: peak extra bytes / 8n, n the queries)", ""]
     if res.get('startup'):
         si = res.get('startup_info', {})
         out += ["d. start-up in fresh subprocesses (medians; seconds)",
                 table(res['startup'], [('what', 'what', ''), ('seconds', 'seconds', 's'), ('target', 'target', 's'),
-                                       ('', 'ok', 'st')]),
+                                       ('', 'ok', 'st'), ('peak RSS MB', 'rss', 'mb')]),
                 f"   numba cache: {si.get('cache_path')}; isocal fallback dir: {si.get('fallback')}; "
                 f"files written to an empty NUMBA_CACHE_DIR: {si.get('cache_files_written')}", ""]
     return '\n'.join(out)

@@ -12,7 +12,9 @@ the cache). Reported per module's main entry point:
 - `warm`: the same with the cache filled;
 - `baseline`: `import numba` + compiling and calling one trivial `@njit` function (what any Numba user pays; a
   function defined in `python -c` cannot be cached, so its cold and warm times are the same compile);
-- `cold - baseline` against the target of at most 2 s.
+- `cold - baseline` against the target of at most 2 s;
+- `cold MB`, `warm MB`: the peak RSS of the cold and of the warm process (GNU time's %M, the largest of the repeats;
+  `-` without /usr/bin/time), printed for the baseline and the demo too.
 
 And `isocal demo` cold against warm (target: cold <= 2x warm). The load average is printed with the results, since
 other work on the machine changes the times.
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -93,19 +94,27 @@ aum_gradient_descent(binary_breakpoints(y), X, method="first_min", max_iter=3)
 }
 
 
-def run(code: str, cache: str) -> float:
-    "Wall seconds of `python -c code` with NUMBA_CACHE_DIR=cache (raises with its stderr if it fails)."
+def run(code: str, cache: str) -> tuple[float, int | None]:
+    """Wall seconds and peak RSS in bytes (None without /usr/bin/time) of `python -c code` with NUMBA_CACHE_DIR=cache
+    (raises with its stderr if it fails)."""
+    from timing import run_peak_rss  # bench/timing.py, here: tests read ENTRY_POINTS through runpy, bench/ off the path
     env = dict(os.environ, NUMBA_CACHE_DIR=cache)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    proc, rss = run_peak_rss([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"entry point failed:\n{code}\n{proc.stderr[-2000:]}")
-    return elapsed
+    return elapsed, rss
 
 
-def cold_and_warm(code: str, repeat: int) -> tuple[float, float]:
-    "Best-of-`repeat` cold (empty cache) and warm (cache just filled by the same code) times."
+def _max_rss(values):
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def cold_and_warm(code: str, repeat: int) -> tuple[float, float, int | None, int | None]:
+    """Best-of-`repeat` cold (empty cache) and warm (cache just filled by the same code) times, and the largest peak
+    RSS of the cold and of the warm processes."""
     cold, warm = [], []
     for _ in range(repeat):
         cache = tempfile.mkdtemp(prefix="isocal-bench-cache-")
@@ -114,7 +123,12 @@ def cold_and_warm(code: str, repeat: int) -> tuple[float, float]:
             warm.append(run(code, cache))
         finally:
             shutil.rmtree(cache, ignore_errors=True)
-    return min(cold), min(warm)
+    return (min(t for t, _ in cold), min(t for t, _ in warm), _max_rss(r for _, r in cold),
+            _max_rss(r for _, r in warm))
+
+
+def _mb(rss) -> str:
+    return "-" if rss is None else f"{rss / 1e6:.0f}"
 
 
 def main(argv=None) -> int:
@@ -124,22 +138,24 @@ def main(argv=None) -> int:
     ap.add_argument("--no-demo", action="store_true", help="skip `isocal demo`")
     args = ap.parse_args(argv)
 
-    base_cold, base_warm = cold_and_warm(BASELINE, args.repeat)
+    base_cold, base_warm, base_cold_rss, base_warm_rss = cold_and_warm(BASELINE, args.repeat)
     print(f"load average {os.getloadavg()[0]:.2f}, CPUs available {len(os.sched_getaffinity(0))}")
-    print(f"baseline (import numba + one trivial @njit): cold {base_cold:.2f} s, warm {base_warm:.2f} s\n")
-    print(f"{'entry point':<12}{'cold s':>8}{'warm s':>8}{'cold-base':>11}{'target':>8}  met")
+    print(f"baseline (import numba + one trivial @njit): cold {base_cold:.2f} s ({_mb(base_cold_rss)} MB peak RSS), "
+          f"warm {base_warm:.2f} s ({_mb(base_warm_rss)} MB)\n")
+    print(f"{'entry point':<12}{'cold s':>8}{'warm s':>8}{'cold-base':>11}{'target':>8}  met{'cold MB':>9}{'warm MB':>9}")
     for name in args.only or ENTRY_POINTS:
-        cold, warm = cold_and_warm(ENTRY_POINTS[name], args.repeat)
+        cold, warm, cold_rss, warm_rss = cold_and_warm(ENTRY_POINTS[name], args.repeat)
         above = cold - base_cold
         print(f"{name:<12}{cold:>8.2f}{warm:>8.2f}{above:>11.2f}{TARGET_ABOVE_BASELINE:>8.1f}  "
-              f"{'yes' if above <= TARGET_ABOVE_BASELINE else 'NO'}")
+              f"{'yes' if above <= TARGET_ABOVE_BASELINE else 'NO':<3}{_mb(cold_rss):>9}{_mb(warm_rss):>9}")
     if not args.no_demo:
         with tempfile.TemporaryDirectory() as out:
             demo = (f"import sys; from isocal.cli import main; "
                     f"sys.exit(main(['demo', '--out', {os.path.join(out, 'r.png')!r}]))")
-            cold, warm = cold_and_warm(demo, args.repeat)
-        print(f"\nisocal demo: cold {cold:.2f} s, warm {warm:.2f} s, ratio {cold / warm:.2f} "
-              f"(target <= {DEMO_RATIO_TARGET:.1f}: {'met' if cold / warm <= DEMO_RATIO_TARGET else 'NOT met'})")
+            cold, warm, cold_rss, warm_rss = cold_and_warm(demo, args.repeat)
+        print(f"\nisocal demo: cold {cold:.2f} s ({_mb(cold_rss)} MB peak RSS), warm {warm:.2f} s ({_mb(warm_rss)} MB), "
+              f"ratio {cold / warm:.2f} (target <= {DEMO_RATIO_TARGET:.1f}: "
+              f"{'met' if cold / warm <= DEMO_RATIO_TARGET else 'NOT met'})")
     return 0
 
 

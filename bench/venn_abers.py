@@ -4,21 +4,23 @@ Run from the repository root:
 
     .venv/bin/python bench/venn_abers.py [--quick] [--repeat 5]
 
-Rows (best of `--repeat` warm runs after a warm-up call; ratios are isocal / baseline from the same run):
+Rows (best of `--repeat` warm runs after a warm-up call; ratios are isocal / baseline from the same run). Next to
+each time in rows a-d, its peak memory: traced by tracemalloc in one more, untimed call (bench/timing.py), in arrays of
+k float64 (8k bytes; row c: of m, the test scores) and MB, the result returned counted:
 
 a. k = 1e5 calibration scores of a sharp classifier (labels from a steep sigmoid of the score), m = 1e5 test scores:
    `VennAbers().fit(s, y).predict_interval(t)` vs `venn_abers.VennAbers().fit(...).predict_proba(...)` (1.5.4), which
    is timed once (it takes tens of seconds). Target: isocal at least 200x faster.
 b. k = 1e6, m = 1e5: isocal fit + predict vs one `np.argsort` of the k scores. Target: <= 4x.
 c. predict alone, m = 1e7 test scores into a fitted IVAP on k = 1e5 (its k' distinct scores) vs
-   `np.searchsorted(distinct scores, test scores)`. Target: <= 2x.
+   `np.searchsorted(distinct scores, test scores)`, in random order and sorted (where the search gallops). Target: <= 2x.
 d. CVAP with 5 folds on k = 1e6 (5 IVAPs on the out-of-fold scores, m = 1e5 test scores per fold model, merged) vs
    IVAP fit + predict on k = 1e6, m = 1e5. Target: <= 6x.
 e. First call: the cold Numba compile of fit + predict (NUMBA_CACHE_DIR pointed at an empty directory, in a fresh
    subprocess) and the first call with a warm cache, both on unsorted scores (the path real data takes: before, on
-   sorted ones, the k = 1e6 fit below compiled the unsorted path inside its memory measurement); peak extra
-   resident memory of a k = 1e6 fit + predict in a subprocess (Linux: the peak VmHWM is reset through
-   /proc/self/clear_refs just before).
+   sorted ones, the k = 1e6 fit below compiled the unsorted path inside its memory measurement), with the peak RSS
+   of the cold process; peak extra resident memory of a k = 1e6 fit + predict in a subprocess (Linux: the peak VmHWM
+   is reset through /proc/self/clear_refs just before).
 f. Memory of `VennAbers().fit(s, y)` alone at k = 1e5 and 1e6 (float64 scores, int64 labels as in row e), each in a
    fresh subprocess, in "arrays of k" (one array = 8k bytes): the traced peak (tracemalloc, which sees NumPy's
    buffers and, with this Numba, its runtime's arrays too), what the fitted object keeps, the extra resident peak
@@ -38,6 +40,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from timing import arrays, peak_bytes, run_peak_rss   # bench/timing.py, imported before bench/ leaves the path
 
 # This script is named like the venn-abers package: keep its own directory off the import path.
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,12 +72,23 @@ def ivap_fit_predict(s, y, t):
     return VennAbers().fit(s, y).predict_interval(t)
 
 
-def row(what, sizes, ours, base, base_name, target, larger_is_better=False):
+def best_time_peak(fn, repeat):
+    "(best_time(fn, repeat), traced peak bytes of one more call)."
+    return best_time(fn, repeat), peak_bytes(fn)
+
+
+def mem(peak, n):
+    return f"{arrays(peak, n):.2f} ({peak / 1e6:.3g} MB)"
+
+
+def row(what, sizes, ours, base, base_name, target, larger_is_better=False, peaks=None, n=None):
+    "One table row; `peaks` = (isocal, baseline) traced peak bytes, shown in arrays of `n`."
     ratio = base / ours if larger_is_better else ours / base
     ok = ratio >= target if larger_is_better else ratio <= target
     sign = '>=' if larger_is_better else '<='
-    print(f"{what:<34} {sizes:<18} {ours * 1e3:>10.1f} {base * 1e3:>11.1f}  {base_name:<18} "
-          f"{ratio:>8.2f}x  target {sign} {target:g}x  {'PASS' if ok else 'MISS'}")
+    print(f"{what:<34} {sizes:<18} {ours * 1e3:>10.1f} {mem(peaks[0], n):>17} {base * 1e3:>11.1f} "
+          f"{mem(peaks[1], n):>17}  {base_name:<18} {ratio:>8.2f}x  target {sign} {target:g}x  "
+          f"{'PASS' if ok else 'MISS'}")
     return ok
 
 
@@ -81,34 +96,38 @@ def bench_venn_abers_package(k, m, repeat):
     import venn_abers
     s, y = sharp_data(k, 1)
     t = np.random.default_rng(2).normal(size=m)
-    ours = best_time(lambda: ivap_fit_predict(s, y, t), repeat)
+    ours, p_ours = best_time_peak(lambda: ivap_fit_predict(s, y, t), repeat)
+    package = lambda: venn_abers.VennAbers().fit(np.c_[1 - s, s], y).predict_proba(np.c_[1 - t, t])
     t0 = time.perf_counter()
-    _, p01 = venn_abers.VennAbers().fit(np.c_[1 - s, s], y).predict_proba(np.c_[1 - t, t])
+    _, p01 = package()
     base = time.perf_counter() - t0
+    p_base = peak_bytes(package)          # one more call of the package: its time again, untimed
     p0, p1 = ivap_fit_predict(s, y, t)
     assert np.abs(p0 - p01[:, 0]).max() <= 1e-12 and np.abs(p1 - p01[:, 1]).max() <= 1e-12, "results differ"
     return row("a. fit+predict vs venn-abers", f"k={k:.0e} m={m:.0e}", ours, base, "venn-abers 1.5.4",
-               VA_TARGET, larger_is_better=True)
+               VA_TARGET, larger_is_better=True, peaks=(p_ours, p_base), n=k)
 
 
 def bench_argsort(k, m, repeat):
     s, y = sharp_data(k, 3)
     t = np.random.default_rng(4).normal(size=m)
-    ours = best_time(lambda: ivap_fit_predict(s, y, t), repeat)
-    base = best_time(lambda: np.argsort(s), repeat)
+    ours, p_ours = best_time_peak(lambda: ivap_fit_predict(s, y, t), repeat)
+    base, p_base = best_time_peak(lambda: np.argsort(s), repeat)
     return row("b. fit+predict vs one argsort", f"k={k:.0e} m={m:.0e}", ours, base, "np.argsort(k)",
-               ARGSORT_TARGET)
+               ARGSORT_TARGET, peaks=(p_ours, p_base), n=k)
 
 
-def bench_predict(k, m, repeat):
+def bench_predict(k, m, repeat, ordered=False):
+    "Row c: test scores in random order, or (`ordered`) sorted, where the search gallops from the previous answer."
     from isocal.venn_abers import VennAbers
     s, y = sharp_data(k, 5)
     va = VennAbers().fit(s, y)
     t = np.random.default_rng(6).normal(size=m)
-    ours = best_time(lambda: va.predict_interval(t), repeat)
-    base = best_time(lambda: np.searchsorted(va.scores_, t), repeat)
-    return row("c. predict vs np.searchsorted", f"k={k:.0e} m={m:.0e}", ours, base, "np.searchsorted",
-               SEARCH_TARGET)
+    if ordered: t.sort()
+    ours, p_ours = best_time_peak(lambda: va.predict_interval(t), repeat)
+    base, p_base = best_time_peak(lambda: np.searchsorted(va.scores_, t), repeat)
+    return row(f"c. predict vs np.searchsorted{', sorted' if ordered else ''}", f"k={k:.0e} m={m:.0e}", ours, base,
+               "np.searchsorted", SEARCH_TARGET, peaks=(p_ours, p_base), n=m)
 
 
 def bench_cvap(k, m, repeat, n_splits=5):
@@ -117,10 +136,10 @@ def bench_cvap(k, m, repeat, n_splits=5):
     folds = fold_ids(k, n_splits, random_state=0)
     T = np.random.default_rng(8).normal(size=(m, n_splits))
     t = np.ascontiguousarray(T[:, 0])
-    ours = best_time(lambda: CrossVennAbers().fit(s, y, folds).predict_proba(T), repeat)
-    base = best_time(lambda: ivap_fit_predict(s, y, t), repeat)
+    ours, p_ours = best_time_peak(lambda: CrossVennAbers().fit(s, y, folds).predict_proba(T), repeat)
+    base, p_base = best_time_peak(lambda: ivap_fit_predict(s, y, t), repeat)
     return row(f"d. CVAP {n_splits} folds vs IVAP", f"k={k:.0e} m={m:.0e}", ours, base, "IVAP fit+predict",
-               CVAP_TARGET)
+               CVAP_TARGET, peaks=(p_ours, p_base), n=k)
 
 
 CHILD = """
@@ -161,13 +180,15 @@ def first_call(k_mem):
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as cache:
         env['NUMBA_CACHE_DIR'] = cache
-        cold = subprocess.run([sys.executable, '-c', CHILD, '0'], env=env, capture_output=True, text=True, check=True)
+        cold, cold_rss = run_peak_rss([sys.executable, '-c', CHILD, '0'], env=env, capture_output=True, text=True,
+                                      check=True)
         warm = subprocess.run([sys.executable, '-c', CHILD, str(k_mem)], env=env, capture_output=True, text=True,
                               check=True)
     imp_c, first_c, numba_c, _ = map(float, cold.stdout.split())
     imp_w, first_w, numba_w, extra_mb = map(float, warm.stdout.split())
-    print(f"e. import isocal.venn_abers {imp_w:.2f} s; first fit+predict: cold compile {first_c:.2f} s, "
-          f"warm cache {first_w * 1e3:.0f} ms (numba's own first cached call in the same process: "
+    rss = '-' if cold_rss is None else f"{cold_rss / 1e6:.0f} MB"
+    print(f"e. import isocal.venn_abers {imp_w:.2f} s; first fit+predict: cold compile {first_c:.2f} s (peak RSS of "
+          f"that process {rss}), warm cache {first_w * 1e3:.0f} ms (numba's own first cached call in the same process: "
           f"{numba_w * 1e3:.0f} ms)")
     print(f"   peak extra resident memory, fit + predict k={k_mem:.0e} m=1e5: {extra_mb:.0f} MB "
           f"(one array of k float64 = {k_mem * 8 / 2**20:.0f} MB)")
@@ -244,10 +265,12 @@ def main(argv=None):
     if args.memory_only:
         return 0 if fit_memory([100_000, 1_000_000], args.before) else 1
     f = 10 if args.quick else 1
-    print(f"{'what':<34} {'sizes':<18} {'isocal ms':>10} {'baseline ms':>11}  {'baseline':<18} {'ratio':>9}")
+    print(f"{'what':<34} {'sizes':<18} {'isocal ms':>10} {'isocal peak':>17} {'baseline ms':>11} "
+          f"{'baseline peak':>17}  {'baseline':<18} {'ratio':>9}   (peak: traced, arrays of k; c: of m)")
     ok = [bench_venn_abers_package(100_000 // f, 100_000 // f, args.repeat),
           bench_argsort(1_000_000 // f, 100_000 // f, args.repeat),
           bench_predict(100_000 // f, 10_000_000 // f, args.repeat),
+          bench_predict(100_000 // f, 10_000_000 // f, args.repeat, ordered=True),
           bench_cvap(1_000_000 // f, 100_000 // f, args.repeat)]
     first_call(1_000_000 // f)
     ok.append(fit_memory([10_000, 100_000] if args.quick else [100_000, 1_000_000], args.before))

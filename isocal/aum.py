@@ -12,12 +12,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .core import as_float_array, as_real_array, check_choice, check_same_length
+from .core import _grown, as_float_array, as_real_array, check_choice, check_same_length
 
 # %% auto #0
 __all__ = ['STOP_RULES', 'GD_METHODS', 'Breakpoints', 'make_breakpoints', 'binary_breakpoints', 'error_function_breakpoints',
-           'AumResult', 'aum', 'aum_gradient', 'LineSearchResult', 'aum_line_search_lines', 'aum_line_search',
-           'DescentResult', 'aum_gradient_descent']
+           'AumResult', 'aum', 'aum_gradient', 'RocCurve', 'roc_curve', 'LineSearchResult', 'aum_line_search_lines',
+           'aum_line_search', 'DescentResult', 'aum_gradient_descent']
 
 # %% ../nbs/07_aum.ipynb #db7cae03
 class Breakpoints(NamedTuple):
@@ -250,6 +250,42 @@ def aum_gradient(breakpoints: Breakpoints, X, weights) -> tuple[float, np.ndarra
     return r.aum, X.T @ (0.5 * (r.left + r.right))
 
 
+# %% ../nbs/07_aum.ipynb #f02e60ac
+class RocCurve(NamedTuple):
+    """The ROC curve of `roc_curve`, one entry per ROC point: adding any constant c with `min_thresh` < c <
+    `max_thresh` to all predictions gives `fp` false positives, `fn` false negatives and `tp` = (FN total) − `fn` true
+    positives (rates when the breakpoints hold rates), and `min_fp_fn` = min(fp, fn). The first interval starts at
+    −inf and the last ends at +inf. The sum of min_fp_fn·(max_thresh − min_thresh) over the finite intervals is the
+    AUM; the signed trapezoids under the points (fp, tp) add up to the AUC."""
+    min_thresh: np.ndarray
+    max_thresh: np.ndarray
+    fp: np.ndarray
+    fn: np.ndarray
+    tp: np.ndarray
+    min_fp_fn: np.ndarray
+
+def roc_curve(breakpoints: Breakpoints, pred) -> RocCurve:
+    """The ROC points of the predictions `pred`, in the order of the constant added to them: one per interval between
+    the distinct thresholds v_b − pred[example_b] of the breakpoints that change FP or FN. Equal thresholds make one
+    point, as in `aum`."""
+    pred = _check_pred(breakpoints, pred)
+    value, fp, fn = (np.asarray(a, dtype=np.float64) for a in (breakpoints.value, breakpoints.fp_diff, breakpoints.fn_diff))
+    with np.errstate(over='ignore', invalid='ignore'): thr = value - pred[np.asarray(breakpoints.example)]
+    if not np.all(np.isfinite(thr)):
+        raise ValueError(f"the thresholds value − pred overflow float64: rescale `pred` (largest |pred| {np.abs(pred).max():g})")
+    live = (fp != 0) | (fn != 0)
+    order = np.argsort(thr[live], kind='stable')
+    thr, fp, fn = thr[live][order], fp[live][order], fn[live][order]
+    with np.errstate(over='ignore', invalid='ignore'):
+        FP = np.concatenate([[0.0], np.cumsum(fp)])                     # FP below each position, from the bottom
+        FN = np.concatenate([0.0 - np.cumsum(fn[::-1])[::-1], [0.0]])   # FN above each position, from the top
+    if not (np.all(np.isfinite(FP)) and np.all(np.isfinite(FN))):
+        raise ValueError("the sums of `breakpoints.fp_diff` or `breakpoints.fn_diff` overflow float64: rescale them")
+    first = np.flatnonzero(np.r_[True, thr[1:] != thr[:-1]]) if thr.size else np.empty(0, np.int64)
+    at = np.append(first, thr.size)         # the ROC points: before each run of equal thresholds, and after the last
+    t, fp_k, fn_k = thr[first], FP[at], FN[at]
+    return RocCurve(np.append(-np.inf, t), np.append(t, np.inf), fp_k, fn_k, FN[0] - fn_k, np.minimum(fp_k, fn_k))
+
 # %% ../nbs/07_aum.ipynb #e858c96c
 def _sort_lines(e, d):
     "Order of the lines by intercept, ties by slope: the order of the thresholds just after s = 0."
@@ -346,12 +382,6 @@ def _heap_pop(keys, P, A, Bv, size):
     if size > 0: keys[i], P[i], A[i], Bv[i] = key, p, a, b
     return size
 
-@njit(cache=True)
-def _grown(a, size):
-    out = np.empty(2 * a.shape[0] + 8, a.dtype)
-    out[:size] = a[:size]
-    return out
-
 # %% ../nbs/07_aum.ipynb #bb8e4e8f
 @njit(cache=True)
 def _meet(e, d, a, b, s, lim):
@@ -416,7 +446,7 @@ def _resort_group(e, d, q, pos, lo, hi, buf):
 
 # %% ../nbs/07_aum.ipynb #88f551c9
 _STOP_FIRST_MIN, _STOP_MAX_AUC, _STOP_ROWS = 0, 1, 2
-_SLOPE, _AUC = 0, 1           # the running sums of the kernel: rows of `acc` = (value, terms' bound, rounding bound)
+_SLOPE, _AUC = np.intp(0), np.intp(1)   # rows of `acc` (value, terms' bound, rounding bound), not literals (see core)
 
 @njit(cache=True)
 def _tied(a, a_err, b, b_err):
@@ -501,11 +531,11 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
         aum += (e[k] - e[k - 1]) * M[k]
         aum_err += abs(e[k] - e[k - 1]) * (Me[k] + 2.0 * _U * abs(M[k])) + _U * abs(aum)
     acc = np.zeros((2, 3))
-    tot, te, se = _slope_terms(d, q, M, Me, 1, n - 1, n)
+    tot, te, se = _slope_terms(d, q, M, Me, np.intp(1), n - 1, n)
     _acc_add(acc, _SLOPE, 1.0, tot, te, se)
-    tot, te, se = _segments(fp, q, FN, FNe, 0, n - 1)
+    tot, te, se = _segments(fp, q, FN, FNe, np.intp(0), n - 1)
     _acc_add(acc, _AUC, 1.0, tot, te, se)
-    auc_at, at_err, i = 0.0, 0.0, 0
+    auc_at, at_err, i = 0.0, 0.0, np.intp(0)
     while i < n:                                # at s = 0 lines with equal intercepts share one ROC point
         j = i + 1
         while j < n and e[j] == e[i]: j += 1
@@ -522,13 +552,13 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
     rows_f = np.empty((cap, 7 if full else 4))
     rows_i = np.zeros((cap if full else 0, 2), np.int64)
     err_col = 5 if full else 3
-    _set_row(rows_f, 0, 0.0, aum, acc[_SLOPE, 0], auc_at, acc[_AUC, 0], aum_err, max(at_err, _bound(acc, _AUC)), full)
-    nrows = 1
+    _set_row(rows_f, np.intp(0), 0.0, aum, acc[_SLOPE, 0], auc_at, acc[_AUC, 0], aum_err, max(at_err, _bound(acc, _AUC)), full)
+    nrows = np.intp(1)
     crossings = 0
 
     hcap = n + 16
     keys, P, A, Bv = np.empty(hcap), np.empty(hcap, np.int64), np.empty(hcap, np.int64), np.empty(hcap, np.int64)
-    size = 0
+    size = np.intp(0)
     for k in range(n - 1):
         c = _crossing(e, d, k, k + 1)
         if c > 0.0 and c < np.inf: size = _heap_push(keys, P, A, Bv, size, c, k, k, k + 1)
@@ -656,7 +686,8 @@ def _set_row(rows, k, s, aum, slope, auc_at, auc_after, aum_err, auc_err, full):
 def _grown_rows(rows, cap):
     "`rows` copied into a table of `cap` rows."
     out = np.zeros((cap, rows.shape[1]), rows.dtype)
-    out[:rows.shape[0]] = rows
+    for i in range(rows.shape[0]):
+        for j in range(rows.shape[1]): out[i, j] = rows[i, j]
     return out
 
 
@@ -783,7 +814,8 @@ def _ties_by_slope(e, d, order):
         while j < n and e[out[j]] == e[out[i]]: j += 1
         if j - i > 1:
             run = np.sort(out[i:j])                                   # by index,
-            out[i:j] = run[np.argsort(d[run], kind='mergesort')]      # then stably by slope
+            by_slope = run[np.argsort(d[run], kind='mergesort')]      # then stably by slope
+            for k in range(j - i): out[i + k] = by_slope[k]
         i = j
     return out
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import csv
 import io
@@ -22,17 +23,20 @@ import numpy as np
 from . import __version__
 
 # %% auto #0
-__all__ = ['PROGRESS_DELAY', 'PREDICT_BLOCK_ROWS', 'WRITE_BATCH_ROWS', 'STDIO', 'PARQUET_EXTENSIONS', 'DEMO_LOG_LOSS_EPS',
-           'CVAP_SPLITS', 'DEMO_DATA', 'DEMO_SPLIT', 'DEMO_BINS', 'DEMO_LEVEL', 'MODEL_CLASSES', 'SEED_MAX',
-           'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations', 'read_columns', 'check_binary_labels',
-           'check_output', 'replace_file', 'write_columns', 'demo_description', 'demo_data', 'demo_probabilities',
-           'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo', 'format_table', 'load_model',
-           'warmup', 'build_parser', 'main']
+__all__ = ['PROGRESS_DELAY', 'BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'READ_THREADS', 'WRITE_THREADS', 'STDIO',
+           'PARQUET_EXTENSIONS', 'DEMO_LOG_LOSS_EPS', 'CVAP_SPLITS', 'DEMO_DATA', 'DEMO_SPLIT', 'DEMO_BINS',
+           'DEMO_LEVEL', 'MODEL_CLASSES', 'SEED_MAX', 'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations',
+           'read_columns', 'check_binary_labels', 'check_output', 'replace_file', 'write_columns', 'demo_description',
+           'demo_data', 'demo_probabilities', 'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo',
+           'format_table', 'load_model', 'warmup', 'build_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #8aa9b0c4
 PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
-PREDICT_BLOCK_ROWS = 1 << 16  # rows per block of Venn-Abers prediction, bounding its temporary arrays
-WRITE_BATCH_ROWS = 1 << 16  # rows per batch of the CSV writer
+BLOCK_ROWS = 1 << 16  # fewest rows per block of output, computed and written in turn (a Parquet row group)
+MAX_BLOCK_ROWS = 1 << 18  # most rows per block of output; in between, a block is a 32nd of the rows
+FORMAT_ROWS = 1 << 14  # rows per piece of a block formatted as CSV text by one thread
+READ_THREADS = False  # whether pyarrow's CSV reader uses threads: on two cores one was as fast and held less memory
+WRITE_THREADS = 2  # threads formatting CSV text while the next block is computed (0: none, all in this thread)
 
 
 class InputError(ValueError):
@@ -160,6 +164,20 @@ def _progress_input(path, enabled: bool):
         yield wrapped
 
 
+def _numpy_column(column) -> np.ndarray:
+    """A chunked Arrow column of numbers without missing values as a new, writable NumPy array, copied chunk by chunk
+    (not `to_numpy`, which imports pandas, a fifth of a second, and may return a read-only array: a read-only
+    argument is another type to Numba, so another compilation of each kernel)."""
+    dtype = np.dtype(column.type.to_pandas_dtype())
+    values, start = np.empty(len(column), dtype), 0
+    for chunk in column.chunks:
+        if len(chunk):
+            values[start:start + len(chunk)] = np.frombuffer(chunk.buffers()[1], dtype, len(chunk),
+                                                             chunk.offset * dtype.itemsize)
+            start += len(chunk)
+    return values
+
+
 def _read_csv(source, path, columns: list[str], progress: bool) -> dict[str, np.ndarray]:
     "The wanted columns of a CSV `source` as float64 arrays, by pyarrow; a scan of the text locates any error."
     import pyarrow as pa
@@ -169,7 +187,7 @@ def _read_csv(source, path, columns: list[str], progress: bool) -> dict[str, np.
     positions = _column_positions(header, columns, path)
     names = [f"f{i}" for i in range(len(header))]  # the header's own names may be blank, padded or repeated
     wanted = [names[i] for i in positions]
-    read_options = pa_csv.ReadOptions(column_names=names, skip_rows=1)
+    read_options = pa_csv.ReadOptions(column_names=names, skip_rows=1, use_threads=READ_THREADS)
     convert_options = pa_csv.ConvertOptions(include_columns=wanted, column_types=dict.fromkeys(wanted, pa.float64()),
                                             null_values=[], strings_can_be_null=False)
     stream = pa.BufferReader(source) if isinstance(source, bytes) else source
@@ -181,8 +199,9 @@ def _read_csv(source, path, columns: list[str], progress: bool) -> dict[str, np.
                          or f"cannot read {path} as CSV: {err}") from None
     values = {}
     for column, name in zip(columns, wanted):
-        values[column] = table.column(name).to_numpy()
-        table = table.drop_columns([name])  # frees the Arrow copy before the next column is converted
+        values[column] = _numpy_column(table.column(name))
+        table = table.drop_columns([name])  # frees the Arrow copy before the next column is converted,
+        pa.default_memory_pool().release_unused()  # and gives it back to the system: NumPy allocates elsewhere
     if not all(np.isfinite(v).all() for v in values.values()):
         raise InputError(_first_bad_cell(source, path, header, positions, columns))
     return values
@@ -207,8 +226,9 @@ def _read_parquet(path, columns: list[str]) -> dict[str, np.ndarray]:
         if array.null_count:
             row = int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
             raise InputError(f"{path}, row {row + 1}: column {column!r} has a missing value")
-        values[column] = array.to_numpy().astype(np.float64, copy=False)
+        values[column] = _numpy_column(array).astype(np.float64, copy=False)
         table = table.drop_columns([column])
+        pa.default_memory_pool().release_unused()
         bad = np.flatnonzero(~np.isfinite(values[column]))
         if bad.size:
             raise InputError(f"{path}, row {bad[0] + 1}: column {column!r} has non-finite value "
@@ -389,17 +409,103 @@ def _csv_header_line(names) -> bytes:
     return text.getvalue().encode()
 
 
-def _write_table(file, table, parquet: bool) -> None:
-    "Write an Arrow table to an open binary file: Parquet, or CSV with a header row."
-    if parquet:
-        from pyarrow import parquet as pq
+def _arrow_array(values: np.ndarray):
+    """A 1-D NumPy array of numbers as an Arrow array, without a copy if it is contiguous (`pyarrow.array` would import
+    pandas, a fifth of a second, to check what it was given)."""
+    import pyarrow as pa
 
-        pq.write_table(table, file)
-        return
+    values = np.ascontiguousarray(values)
+    if values.dtype.kind not in "iuf" or not values.dtype.isnative:
+        return pa.array(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def _record_batch(arrays: list[np.ndarray], names: list[str]):
+    "Equal-length NumPy arrays as an Arrow record batch with the columns `names`, without copies."
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([_arrow_array(a) for a in arrays], names=names)
+
+
+def _csv_text(arrays: list[np.ndarray], names: list[str]):
+    """The CSV text of some rows, without a header, as an Arrow buffer. pyarrow formats without holding the GIL, so
+    several threads can format at once; with the system allocator rather than pyarrow's default (mimalloc), which
+    keeps memory that one thread frees after another allocated it."""
+    import pyarrow as pa
     from pyarrow import csv as pa_csv
 
-    file.write(_csv_header_line(table.column_names))
-    pa_csv.write_csv(table, file, pa_csv.WriteOptions(include_header=False, batch_size=WRITE_BATCH_ROWS))
+    pool = pa.system_memory_pool()
+    sink = pa.BufferOutputStream(memory_pool=pool)
+    pa_csv.write_csv(_record_batch(arrays, names), sink,
+                     pa_csv.WriteOptions(include_header=False, batch_size=max(1, FORMAT_ROWS)), memory_pool=pool)
+    return sink.getvalue()
+
+
+def _write_csv_blocks(file, names: list[str], blocks) -> None:
+    """Write the header row, then the rows of each block in order, to an open binary file. Printing the numbers is
+    most of the work of a CSV write, so `WRITE_THREADS` threads format each block in pieces of `FORMAT_ROWS` rows
+    while this thread computes the next block (`blocks` is lazy), then writes the finished text; so at most two
+    blocks are held at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def pieces(arrays):
+        return ([a[start:start + FORMAT_ROWS] for a in arrays] for start in range(0, len(arrays[0]), FORMAT_ROWS))
+
+    file.write(_csv_header_line(names))
+    if WRITE_THREADS == 0:
+        for arrays in blocks:
+            for piece in pieces(arrays):
+                file.write(_csv_text(piece, names))
+        return
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        pending = collections.deque()
+        try:
+            for arrays in blocks:  # the next block is computed while the threads format the pending one
+                formatting = [pool.submit(_csv_text, piece, names) for piece in pieces(arrays)]
+                while pending:
+                    file.write(pending.popleft().result())
+                pending.extend(formatting)
+            while pending:
+                file.write(pending.popleft().result())
+        finally:  # after an error: drop the pieces not started (the pool waits for the running ones)
+            for future in pending:
+                future.cancel()
+
+
+def _write_parquet_blocks(file, names: list[str], blocks) -> None:
+    "Write the blocks to an open binary file as a Parquet file, one row group per block."
+    from pyarrow import parquet as pq
+
+    writer = None
+    try:
+        for arrays in blocks:
+            batch = _record_batch(arrays, names)
+            if writer is None:
+                writer = pq.ParquetWriter(file, batch.schema)
+            writer.write_batch(batch)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _block_starts(n: int, rows: int | None = None) -> range:
+    "The first row of each block of `rows` (default `BLOCK_ROWS`) of `n` (one empty block if `n` is 0: a header)."
+    return range(0, max(n, 1), rows or BLOCK_ROWS)
+
+
+def _write_blocks(path, names: list[str], blocks, option: str = "--out") -> None:
+    """Write columns given as blocks of rows (`blocks` yields, for consecutive rows, one array per name) to a Parquet file
+    (by extension), a CSV file with a header row, or `-` (standard output, CSV); a file is replaced only when complete.
+    The blocks are computed as the file is written, so no output column is ever whole in memory."""
+    if os.fspath(path) == STDIO:
+        try:
+            _write_csv_blocks(sys.stdout.buffer, names, blocks)
+            sys.stdout.buffer.flush()
+        except OSError as err:
+            raise _cannot_write("standard output", option, err) from None
+        return
+    write = _write_parquet_blocks if is_parquet(path) else _write_csv_blocks
+    replace_file(path, lambda file: write(file, names, blocks), option=option, text=False)
 
 
 def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -> None:
@@ -416,22 +522,13 @@ def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -
     option : str
         The option that named `path`, for messages.
     """
-    import pyarrow as pa
-
     arrays = {name: np.asarray(v) for name, v in columns.items()}
     lengths = {a.shape[0] if a.ndim == 1 else None for a in arrays.values()}
     if len(lengths) != 1 or None in lengths:  # a table of ragged or nested columns cannot be written whole
         shapes = ", ".join(f"{name!r} {a.shape}" for name, a in arrays.items())
         raise ValueError(f"`columns` must be 1-D arrays of one length, got shapes {shapes}")
-    table = pa.table(arrays)  # float64 and int64 arrays are wrapped without a copy
-    if os.fspath(path) == STDIO:
-        try:
-            _write_table(sys.stdout.buffer, table, parquet=False)
-            sys.stdout.buffer.flush()
-        except OSError as err:
-            raise _cannot_write("standard output", option, err) from None
-        return
-    replace_file(path, lambda file: _write_table(file, table, is_parquet(path)), option=option, text=False)
+    blocks = ([a[start:start + BLOCK_ROWS] for a in arrays.values()] for start in _block_starts(lengths.pop()))
+    _write_blocks(path, list(arrays), blocks, option)
 
 # %% ../nbs/09_cli.ipynb #a72c0bd8
 DEMO_LOG_LOSS_EPS = 1e-3   # the demo clips probabilities to [eps, 1 - eps] for its log loss
@@ -746,9 +843,9 @@ def _show_progress() -> bool:
     return sys.stderr.isatty()
 
 
-def _blocks(n: int, desc: str):
-    "Start of each block of `PREDICT_BLOCK_ROWS` rows of `n`, with a progress bar when `_show_progress()`."
-    starts = range(0, n, PREDICT_BLOCK_ROWS)
+def _progress_blocks(n: int, desc: str, rows: int):
+    "`_block_starts(n, rows)`, with a progress bar over the blocks when `_show_progress()`."
+    starts = _block_starts(n, rows)
     if not _show_progress():
         return starts
     from tqdm.auto import tqdm
@@ -757,6 +854,24 @@ def _blocks(n: int, desc: str):
 
 
 MODEL_CLASSES = {"IsotonicCalibrator": "isotonic", "VennAbers": "ivap", "CrossVennAbers": "cvap"}   # --model: class -> method
+
+
+def _method_of(model) -> str:
+    "The method of a fitted map: by `MODEL_CLASSES`, and a bare `Staircase` is the isotonic map (see `_isotonic_map`)."
+    return "isotonic" if type(model).__name__ == "Staircase" else MODEL_CLASSES[type(model).__name__]
+
+
+def _isotonic_map(scores: np.ndarray, labels: np.ndarray):
+    """The map that `IsotonicCalibrator(out_of_bounds="clip").fit(scores, labels)` predicts with: the `Staircase` of
+    the same kernel (`isocal.pava._tie_blocks`), linear between blocks and clipped outside them, without importing
+    scikit-learn, which `IsotonicCalibrator` needs and which takes most of a second. The calibrator also merges
+    neighbouring blocks of equal level, which changes no prediction (the line between two equal levels is that
+    level). A run that saves the model (`--save-model`) fits the `IsotonicCalibrator` itself; the tests check that both
+    write the same bytes."""
+    from isocal.pava import Staircase, _tie_blocks
+
+    lo, hi, levels, _, _ = _tie_blocks(scores, labels, None, 1.0)
+    return Staircase(lo, hi, levels, interpolation="linear", out_of_bounds="clip")
 
 
 def _fit_venn_abers(method: str, train: dict, n_splits: int, seed: int):
@@ -769,7 +884,7 @@ def _fit_venn_abers(method: str, train: dict, n_splits: int, seed: int):
     n = len(train["score"])
     if n_splits > n:
         raise InputError(f"--n-splits must be between 2 and the number of rows ({n}), got {n_splits}")
-    folds = fold_ids(n, n_splits, random_state=seed)
+    folds = fold_ids(n, n_splits, random_state=seed).astype(np.min_scalar_type(n_splits - 1))  # 1 byte, not 8, per row
     for j in range(n_splits):
         label = _only_label(train["label"][folds == j])
         if label is not None:
@@ -778,62 +893,111 @@ def _fit_venn_abers(method: str, train: dict, n_splits: int, seed: int):
     return CrossVennAbers().fit(train["score"], train["label"], folds)
 
 
-def _venn_abers_probabilities(model, scores: np.ndarray):
-    """(probability, p0, p1) of `scores` by a fitted `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) `model`.
+def _venn_abers_block(model, scores: np.ndarray) -> list[np.ndarray]:
+    """[probability, p0, p1] of a block of scores by a fitted `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) `model`.
 
     With a single score column there is one scoring model, so every fold's model column is the same score and the K
     folds vary only the calibration set. The interval and the probability are the library's
     (`CrossVennAbers.predict_interval` and `predict_proba`): one definition, with p0 <= probability <= p1. Both
     methods start from the same intervals (per fold for CVAP); computing those once and applying the methods' own
     merges (`_merge` for `VennAbers.predict_proba`, `_cvap_interval` and `_merge_many` for CrossVennAbers') halves
-    the binary searches. The rows are taken in blocks, so the K columns of fold intervals exist only for one block at
-    a time, and in the order of their scores: each prediction is a binary search in a fold's table, and queries in
-    order find the table in cache (on 4M normal scores, 0.33 s sorted against 1.48 s in random order, for a sort of
-    0.5 s paid once for all K folds). The probabilities are put back in the rows' order. A model fitted here and the
-    same model saved and loaded again (`--save-model`, `--model`) give the same numbers, bit for bit.
+    the binary searches. The block's scores are queried in sorted order, where each search gallops on from the
+    previous answer (`_ivap_predict`) instead of starting again; sorting block by block, not all rows at once, holds
+    no index and no whole output column. The results are put back in the rows' order. A model fitted
+    here and the same model saved and loaded again (`--save-model`, `--model`) give the same numbers, bit for bit.
     """
+    from isocal.pava import _radix_sort
     from isocal.venn_abers import VennAbers, _cvap_interval, _merge, _merge_many
 
+    s, order = scores.copy(), np.arange(len(scores), dtype=np.uint32)  # isocal's radix sort, carrying the rows'
+    _radix_sort(s, np.empty(len(s)), order, np.empty(len(s), np.uint32))  # order: a third of NumPy's argsort time
     if isinstance(model, VennAbers):
-        def predict(block):
-            q0, q1 = model.predict_interval(block)
-            return q0, q1, _merge(q0, q1, "log")
+        q0, q1 = model.predict_interval(s)
+        sorted_columns = _merge(q0, q1, "log"), q0, q1
+    else:  # `predict_fold_intervals` of the (m, K) scores whose columns are all `s`, without making them
+        q0, q1 = np.empty((len(s), model.n_splits_)), np.empty((len(s), model.n_splits_))
+        for j, ivap in enumerate(model.ivaps_):
+            q0[:, j], q1[:, j] = ivap.predict_interval(s)
+        sorted_columns = _merge_many(q0, q1, "log", axis=1), *_cvap_interval(q0, q1, axis=1)
+    columns = [np.empty(len(s)) for _ in sorted_columns]
+    for column, values in zip(columns, sorted_columns):
+        column[order] = values
+    return columns
+
+
+def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") -> tuple[list[str], object]:
+    """The output columns of `scores` under a fitted `model`, as their names and a lazy sequence of blocks of rows
+    (one array per name): score and probability, and for a Venn–Abers model the interval p0, p1.
+    The same function makes a fit run's output and an `--model` run's, so both agree byte for byte. An
+    `IsotonicCalibrator` saved from Python may have `out_of_bounds="nan"` or `"raise"`: a score outside its fitted
+    range is then refused, naming `source`, before anything is written, rather than written as NaN."""
+    method = _method_of(model)
+    if method == "isotonic":
+        if type(model).__name__ == "IsotonicCalibrator":
+            with np.errstate(invalid="ignore"):
+                outside = np.flatnonzero((scores < model.X_min_) | (scores > model.X_max_))
+            if outside.size and model.out_of_bounds != "clip":
+                raise InputError(f"{source}: score {scores[outside[0]]:g} is outside the range the model was fitted "
+                                 f"on [{model.X_min_:g}, {model.X_max_:g}], and its out_of_bounds is "
+                                 f"{model.out_of_bounds!r}, not 'clip'")
+        predict = model.predict if hasattr(model, "predict") else model
+        names, block_columns = ["score", "probability"], lambda block: [predict(block)]
     else:
-        def predict(block):
-            q0, q1 = model.predict_fold_intervals(np.repeat(block[:, None], model.n_splits_, axis=1))
-            return *_cvap_interval(q0, q1, axis=1), _merge_many(q0, q1, "log", axis=1)
-    p, p0, p1 = np.empty(len(scores)), np.empty(len(scores)), np.empty(len(scores))
-    order = np.argsort(scores)
-    for start in _blocks(len(scores), MODEL_CLASSES[type(model).__name__]):
-        rows = order[start:start + PREDICT_BLOCK_ROWS]
-        p0[rows], p1[rows], p[rows] = predict(scores[rows])
-    return p, p0, p1
+        names, block_columns = ["score", "probability", "p0", "p1"], lambda block: _venn_abers_block(model, block)
+    # A 32nd of the rows a block, within [BLOCK_ROWS, MAX_BLOCK_ROWS]: the more scores a Venn-Abers block sorts, the
+    # closer they are in the model's tables, and the more of each binary search's path is in cache (on 10M rows,
+    # blocks of 2**18 rows took a seventh less time than blocks of 2**16); their memory stays a small part of n.
+    rows = max(BLOCK_ROWS, min(len(scores) >> 5, MAX_BLOCK_ROWS))
+    blocks = ([scores[start:start + rows], *block_columns(scores[start:start + rows])]
+              for start in _progress_blocks(len(scores), method, rows))
+    return names, blocks
 
 
-def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") -> dict[str, np.ndarray]:
-    """The output columns of `scores` under a fitted `model`: score and probability, and for a Venn–Abers model the
-    interval p0, p1. The same function writes a fit run's output and an `--model` run's, so both agree byte for byte.
-    An `IsotonicCalibrator` saved from Python may have `out_of_bounds="nan"` or `"raise"`: a score outside its fitted
-    range is then refused, naming `source`, rather than written as NaN."""
-    if MODEL_CLASSES[type(model).__name__] == "isotonic":
-        with np.errstate(invalid="ignore"):
-            outside = np.flatnonzero((scores < model.X_min_) | (scores > model.X_max_))
-        if outside.size and model.out_of_bounds != "clip":
-            raise InputError(f"{source}: score {scores[outside[0]]:g} is outside the range the model was fitted on "
-                             f"[{model.X_min_:g}, {model.X_max_:g}], and its out_of_bounds is "
-                             f"{model.out_of_bounds!r}, not 'clip'")
-        return {"score": scores, "probability": model.predict(scores)}
-    p, p0, p1 = _venn_abers_probabilities(model, scores)
-    return {"score": scores, "probability": p, "p0": p0, "p1": p1}
+def _return_freed_arrays() -> None:
+    """Have the C allocator give every large freed block straight back to the system, where it is glibc's (Linux): a
+    fixed `mmap` threshold of 1 MiB. By default glibc raises that threshold to the size of the first large block freed,
+    up to 32 MiB, so that later arrays of up to that size come from its heap and stay in the process once freed: on
+    2 million rows that kept one to two arrays of n more at the peak of a run, freed arrays of the fit that the output
+    could not reuse. Elsewhere (macOS, Windows) nothing is changed."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
 
 
-def _fit_model(args):
-    "Read SCORES (scores and labels), check the labels, and fit the calibrator of `args.method`; also return the scores."
+def _start_numba():
+    """Import Numba and build its compiler's type registries in a thread, while this one reads the input file: a
+    fixed half second of every run (the first kernel loaded from Numba's cache sets up the compiler, which imports
+    much of Numba and SciPy's BLAS) that otherwise comes after the read. The thread computes nothing, and the run
+    joins it before fitting."""
+    import threading
+
+    def load():
+        with contextlib.suppress(Exception):  # an error here shows again in the main thread, where kernels are used
+            from isocal.core import _first_nonfinite
+
+            _first_nonfinite(np.zeros(1))
+
+    thread = threading.Thread(target=load, name="isocal-numba")
+    thread.start()
+    return thread
+
+
+def _fit_model(args, numba=None):
+    """Read SCORES (scores and labels), check the labels, and fit the calibrator of `args.method`; also return the
+    scores. `numba` is the thread of `_start_numba`, joined before the fit."""
     train, locations = read_columns(args.scores, [args.score_col, args.label_col], progress=_show_progress())
     train = {"score": train[args.score_col], "label": train[args.label_col]}
     check_binary_labels(train["label"], locations, args.scores, args.label_col)
     del locations
     _check_both_labels(train["label"], _display(args.scores), args.method)
+    if numba is not None:
+        numba.join()
+    if args.method == "isotonic" and args.save_model is None:
+        return _isotonic_map(train["score"], train["label"]), train["score"]
     if args.method == "isotonic":
         from isocal.pava import IsotonicCalibrator  # only now: bad input is reported without waiting for Numba
 
@@ -902,14 +1066,15 @@ def _calibrate_command(args) -> int:
     check_output(args.out, inputs={"SCORES": args.scores, "--apply": args.apply, "--model": args.model})
     if args.save_model is not None:
         _check_save_model(args)
+    _return_freed_arrays()
     if args.model is not None:
         model = load_model(args.model)  # before reading SCORES: a bad model file is reported at once
         scores = read_columns(args.scores, [args.score_col], progress=_show_progress())[0][args.score_col]
     else:
-        model, scores = _fit_model(args)
+        model, scores = _fit_model(args, _start_numba())
         if args.apply:
             scores = read_columns(args.apply, [args.score_col], progress=_show_progress())[0][args.score_col]
-    write_columns(args.out, _calibrated_columns(model, scores, f"--model {args.model}"))
+    _write_blocks(args.out, *_calibrated_columns(model, scores, f"--model {args.model}"))
     to_stdout = args.out == STDIO  # then the messages must not mix with the data
     said = sys.stderr if to_stdout else sys.stdout
     used = f" by the {MODEL_CLASSES[type(model).__name__]} model of {args.model}" if args.model is not None else ""
@@ -972,8 +1137,13 @@ def _warmup_tasks() -> dict:
         for method in ("first_min", "linear", "quadratic"):
             aum_gradient_descent(binary_breakpoints(labels), features, method=method, max_iter=2)
 
+    def cli():  # `isocal calibrate`'s own first calls
+        from isocal.venn_abers import VennAbers
+        _isotonic_map(x, labels.astype(float))(x)
+        _venn_abers_block(VennAbers().fit(x, labels), x)
+
     return {"pava": pava, "calibrators": calibrators, "convex": convex, "online": online,
-            "venn_abers": venn_abers, "forward": forward, "thresholds": thresholds, "aum": aum}
+            "venn_abers": venn_abers, "forward": forward, "thresholds": thresholds, "aum": aum, "cli": cli}
 
 
 def warmup(progress: bool | None = None) -> dict:

@@ -432,7 +432,7 @@ def _split_term(code, params, wi, z, yi):
         t = np.exp(-2.0 * abs(r))
         rest = -sg * wi * (2.0 * t / (1.0 + t))
         return sg * wi, 0.0, rest, abs(rest)
-    t = wi * _deriv12(code, params, z, yi)[0]
+    t = wi * _deriv_cold(code, params, z, yi)          # (a call: this exact path is cold)
     return t, 0.0, 0.0, abs(t)
 
 @njit(cache=True, inline='always')

@@ -246,3 +246,11 @@ def _partials_sign(partials, n):
         if partials[j] > 0.0: return 1
         if partials[j] < 0.0: return -1
     return 0
+
+# %% ../nbs/00_core.ipynb #3b684e5c
+@njit(cache=True)
+def _grown(a, used):
+    "The first `used` entries of `a` in a new array of the same dtype and twice its length (plus 8)."
+    b = np.empty(2 * a.shape[0] + 8, a.dtype)
+    for i in range(used): b[i] = a[i]
+    return b

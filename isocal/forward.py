@@ -306,7 +306,7 @@ def _loo_kernel(ys, gstart, c, gamma, shift, need_01, need_heavy, need_int, out)
         ssum[Q], swt[Q] = s, w
         Q += 1
         _set_totals(ssum, swt, scs, scs_lo, scw, scq, scq_lo, Q)
-    P = 0
+    P = np.intp(0)                                     # (a literal 0 would compile the callees twice)
     gain = np.zeros(2)
     for g in range(G):
         if g > 0:                                      # roll the suffix stack back: remove group g
@@ -378,7 +378,8 @@ def loo_predictions(x, y, method: str = "ir-int", *, c=None, gamma: float = 0.5,
     x, y = _check_data(x, y)
     c, gamma, lam = _check_options(method, c, gamma, lam, len(x))
     tab = _loo_sorted(x, y, c, gamma, _NEEDS.get(method, (True, False, False)))
-    return _combine(method, tab[0], tab[1], tab[7], tab[4], tab[5], lam)
+    pred = _combine(method, tab[0], tab[1], tab[7], tab[4], tab[5], lam)
+    return pred.copy() if pred.base is tab else pred     # a row alone: the caller must not keep all eight alive
 
 def loo_all(x, y, *, c=None, gamma: float = 0.5, lam: float = 0.5) -> dict:
     """All leave-one-out quantities from one pass: the predictions of every method (keys `METHODS`) and

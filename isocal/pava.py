@@ -299,8 +299,9 @@ def _radix_sort(a, scratch, idx=None, idx_scratch=None):
         src, dst, in_scratch = dst, src, not in_scratch
         if idx is not None: isrc, idst = idst, isrc
     if in_scratch:
-        keys[:] = other
-        if idx is not None: idx[:] = idx_scratch
+        for i in range(n): keys[i] = other[i]          # element loops, not slice copies (see isocal.core)
+        if idx is not None:
+            for i in range(n): idx[i] = idx_scratch[i]
     _from_sortable(keys)
 
 # %% ../nbs/01_pava.ipynb #a89edd0a

@@ -91,7 +91,7 @@ def _exact_cut(y, w, cut_ok, s, e, a, tau):
         for j in range(nb): nd = _add_partial(diff, nd, -best_run[j])
         if _partials_sign(diff, nd) < 0:
             best, nb = k, nr
-            best_run[:nr] = run[:nr]
+            for j in range(nr): best_run[j] = run[j]
     return best
 
 # %% ../nbs/02b_quantile.ipynb #8a09a8d2

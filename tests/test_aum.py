@@ -17,7 +17,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from isocal.aum import (Breakpoints, aum, aum_gradient, aum_gradient_descent, aum_line_search, aum_line_search_lines,
-                        binary_breakpoints, error_function_breakpoints, make_breakpoints)
+                        binary_breakpoints, error_function_breakpoints, make_breakpoints, roc_curve)
 
 
 # --- exact references -------------------------------------------------------------------------------------------
@@ -240,6 +240,64 @@ def test_aum_auc_and_derivatives_with_ties(data):
         down[i] -= h
         assert r.right[i] == pytest.approx(float((sort_aum_auc(thr(up), fp, fn)[0] - a0) / h), abs=1e-12)
         assert r.left[i] == pytest.approx(float((a0 - sort_aum_auc(thr(down), fp, fn)[0]) / h), abs=1e-12)
+
+
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.tuples(st.integers(0, n - 1), st.integers(-3, 3), st.integers(-2, 2), st.integers(-2, 2)),
+             min_size=1, max_size=12),
+    st.lists(st.integers(-2, 2), min_size=n, max_size=n))))
+def test_roc_curve_matches_errors_counted_directly(data):
+    """Issue 14 (the paper's Figure 1): every ROC point of `roc_curve` equals FP and FN counted directly at a constant
+    inside its interval, in Fractions; the intervals are the distinct thresholds of the breakpoints that change an
+    error; Σ min·width and the signed trapezoids are the exact AUM and AUC (ties, general and zero jumps; outside the
+    thresholds that change an error min(FP, FN) is min(0, FN total) or min(FP total, 0): 0 for valid totals)."""
+    rows, pred = data
+    ex, v, fp, fn = (list(c) for c in zip(*rows))
+    assume(sum(fp) >= 0 and sum(fn) <= 0)      # FP and FN totals ≥ 0 (make_breakpoints even asks for > 0)
+    bp = Breakpoints(np.array(v, float), np.array(fp, float), np.array(fn, float), np.array(ex, np.int64), len(pred))
+    roc = roc_curve(bp, np.array(pred, float))
+    thr = [F(a) - F(pred[i]) for a, i in zip(v, ex)]
+    live = sorted({t for t, a, b in zip(thr, fp, fn) if a != 0 or b != 0})
+    assert roc.min_thresh[0] == -np.inf and roc.max_thresh[-1] == np.inf
+    assert list(roc.min_thresh[1:]) == list(roc.max_thresh[:-1]) == [float(t) for t in live]
+    fn_total = -sum(F(b) for b in fn)
+    for k, (lo, hi) in enumerate(zip(roc.min_thresh, roc.max_thresh)):
+        if np.isinf(lo) and np.isinf(hi):
+            c = F(0)                                    # no breakpoint changes an error: one point
+        else:
+            c = F(hi) - 1 if lo == -np.inf else F(lo) + 1 if hi == np.inf else (F(lo) + F(hi)) / 2
+        fp_c = sum(F(a) for t, a in zip(thr, fp) if t < c)
+        fn_c = sum(-F(b) for t, b in zip(thr, fn) if t > c)
+        assert (roc.fp[k], roc.fn[k], roc.tp[k], roc.min_fp_fn[k]) == (fp_c, fn_c, fn_total - fn_c, min(fp_c, fn_c))
+    area, auc = sort_aum_auc(thr, [F(a) for a in fp], [F(b) for b in fn])
+    finite = np.isfinite(roc.min_thresh) & np.isfinite(roc.max_thresh)
+    assert np.sum(roc.min_fp_fn[finite] * (roc.max_thresh - roc.min_thresh)[finite]) == area
+    assert np.sum(np.diff(roc.fp) * (roc.tp[1:] + roc.tp[:-1]) / 2) == auc
+
+
+@pytest.mark.parametrize('n_pos, n_neg', [(3, 7), (10, 10), (7, 3), (1, 5)])
+def test_roc_curve_perfect_ranking_has_exact_zero_minima(n_pos, n_neg):
+    "FP summed from the bottom and FN from the top, as in `aum`: rates like 1/3 and 1/7 leave no rounding residue."
+    y = np.r_[np.zeros(n_neg, int), np.ones(n_pos, int)]
+    roc = roc_curve(binary_breakpoints(y), np.r_[-np.arange(1.0, n_neg + 1), np.arange(1.0, n_pos + 1)])
+    assert roc.fp[0] == 0.0 and roc.fn[-1] == 0.0 and np.all(roc.min_fp_fn == 0.0)
+    assert roc.tp[-1] == roc.fn[0] and len(roc.fp) == n_pos + n_neg + 1
+
+
+def test_roc_curve_bad_input_names_the_argument():
+    bp = binary_breakpoints([0, 1, 1])
+    with pytest.raises(ValueError, match='`pred`'):
+        roc_curve(bp, [0.0, 1.0])
+    with pytest.raises(ValueError, match='`pred`'):
+        roc_curve(bp, [0.0, np.nan, 1.0])
+    with pytest.raises(TypeError, match='`breakpoints`'):
+        roc_curve((bp.value, bp.fp_diff), [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match='`breakpoints.example`'):
+        roc_curve(bp._replace(example=np.array([0, 1, 3])), [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match='overflow'):
+        roc_curve(bp._replace(value=np.array([0.0, 1e308, 0.0])), [0.0, -1e308, 0.0])
+    with pytest.raises(ValueError, match='`breakpoints.fp_diff`'):
+        roc_curve(bp._replace(fp_diff=np.array([1e308, 1e308, 0.0])), [0.0, 0.0, 0.0])
 
 
 def test_binary_auc_matches_sklearn():

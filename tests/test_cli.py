@@ -406,7 +406,7 @@ def test_calibrate_write_failure_keeps_the_previous_output(tmp_path, scores_csv,
     before = snapshot(tmp_path)
     import pyarrow.csv
 
-    def fails_midway(table, file, options=None):
+    def fails_midway(table, file, options=None, **kwargs):  # (formats a piece of the rows, on a thread)
         file.write(b"0.5,0.25\n0.")
         file.flush()
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -890,7 +890,7 @@ def test_progress_bars_only_when_asked(tmp_path, scores_csv, capsys, monkeypatch
 @pytest.mark.parametrize("method", ["ivap", "cvap"])
 def test_venn_abers_columns_are_the_library_methods_bit_for_bit(tmp_path, scores_csv, method, monkeypatch):
     from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
-    monkeypatch.setattr("isocal.cli.PREDICT_BLOCK_ROWS", 7)  # several blocks, the last one short
+    monkeypatch.setattr("isocal.cli.BLOCK_ROWS", 7)  # several blocks, the last one short
     path, s, y = scores_csv
     new = np.r_[s[::-1], s.min() - 1, s.max() + 1]
     write_csv(tmp_path / "new.csv", ["score"], [[repr(float(v))] for v in new])
@@ -1130,3 +1130,80 @@ def test_warmup_compiles_each_module_and_reports_it(capsys):
     for name in _warmup_tasks():
         assert name in out
     assert "compiled into Numba's cache" in out
+
+
+# ---------------------------------------------------------------- speed where users wait (issue 16, 1)
+
+@pytest.fixture
+def tied_scores(tmp_path):
+    "Scores with many ties and runs of blocks at equal levels, and new scores inside, between and outside them."
+    rng = np.random.default_rng(7)
+    s = np.round(rng.normal(size=600), 1)
+    y = (rng.uniform(size=600) < 1 / (1 + np.exp(-3 * s))).astype(int)
+    y[s > 1.5] = 1  # a run of blocks at level 1
+    path = write_csv(tmp_path / "tied.csv", ["score", "label"], [(repr(float(a)), b) for a, b in zip(s, y)])
+    new = write_csv(tmp_path / "new.csv", ["score"],
+                    [[repr(float(v))] for v in np.r_[s[::7], s.min() - 1, s.max() + 1, np.linspace(-3, 3, 101)]])
+    return path, new
+
+
+@pytest.mark.parametrize("out_name", ["out.csv", "out.parquet"])
+@pytest.mark.parametrize("apply", [False, True])
+def test_isotonic_fit_without_scikit_learn_writes_the_calibrators_bytes(tmp_path, tied_scores, out_name, apply):
+    "A run that saves no model fits the isotonic map without scikit-learn (`_isotonic_map`): the same bytes as with it."
+    path, new = tied_scores
+    extra = ["--apply", str(new)] if apply else []
+    light, full = tmp_path / f"light_{out_name}", tmp_path / f"full_{out_name}"
+    assert main(["calibrate", str(path), *extra, "--out", str(light)]) == 0
+    assert main(["calibrate", str(path), *extra, "--save-model", str(tmp_path / "m.json"), "--out", str(full)]) == 0
+    assert light.read_bytes() == full.read_bytes()
+
+
+@pytest.mark.parametrize("label", [0, 1])
+def test_isotonic_fit_without_scikit_learn_on_a_single_class(tmp_path, capsys, label):
+    path = write_csv(tmp_path / "one.csv", ["score", "label"], [[0.1, label], [0.1, label], [0.7, label], [2, label]])
+    assert main(["calibrate", str(path), "--out", str(tmp_path / "a.csv")]) == 0
+    assert main(["calibrate", str(path), "--save-model", str(tmp_path / "m.json"), "--out", str(tmp_path / "b.csv")]) == 0
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert read_csv(tmp_path / "a.csv")[1][:, 1].tolist() == [label] * 4
+
+
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_calibrate_imports_neither_scikit_learn_nor_pandas(tmp_path, scores_csv, method):
+    "Importing scikit-learn took most of a second of a short run, pandas (through pyarrow's to_numpy) a fifth."
+    code = ("import sys; from isocal.cli import main; status = main(sys.argv[1:]); "
+            "print(sorted(m for m in ('sklearn', 'pandas', 'matplotlib') if m in sys.modules), file=sys.stderr); "
+            "sys.exit(status)")
+    result = subprocess.run([sys.executable, "-c", code, "calibrate", str(scores_csv[0]), "--method", method,
+                             "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "[]\n"
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_blocks_and_threads_write_the_same_file(tmp_path, tied_scores, monkeypatch, method, threads):
+    "Rows are computed in blocks and formatted in pieces on threads; neither changes a byte of the output."
+    path, new = tied_scores
+    argv = ["calibrate", str(path), "--method", method, "--apply", str(new)]
+    assert main([*argv, "--out", str(tmp_path / "whole.csv")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "whole.parquet")]) == 0
+    monkeypatch.setattr("isocal.cli.BLOCK_ROWS", 16)
+    monkeypatch.setattr("isocal.cli.FORMAT_ROWS", 5)
+    monkeypatch.setattr("isocal.cli.WRITE_THREADS", threads)
+    assert main([*argv, "--out", str(tmp_path / "blocks.csv")]) == 0
+    assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
+    assert main([*argv, "--out", str(tmp_path / "blocks.parquet")]) == 0
+    import pyarrow.parquet as pq
+    blocks, whole = pq.ParquetFile(tmp_path / "blocks.parquet"), pq.ParquetFile(tmp_path / "whole.parquet")
+    assert blocks.metadata.num_row_groups == -(-blocks.metadata.num_rows // 16) and whole.metadata.num_row_groups == 1
+    assert blocks.read().equals(whole.read())
+
+
+def test_write_columns_of_no_rows_writes_the_header(tmp_path):
+    from isocal.cli import read_columns, write_columns
+    write_columns(tmp_path / "empty.csv", {"score": np.array([]), "label": np.array([], dtype=np.int64)})
+    assert (tmp_path / "empty.csv").read_text() == "score,label\n"
+    write_columns(tmp_path / "empty.parquet", {"score": np.array([])})
+    import pyarrow.parquet as pq
+    assert pq.read_table(tmp_path / "empty.parquet").num_rows == 0

@@ -617,3 +617,33 @@ def test_pooled_mean_exact_for_integer_sums_and_means_violate_tie_rule():
     assert not _means_violate(1.0, 1.0, 2.0, 1.0, 1.0) and _means_violate(1.0, 1.0, 2.0, 1.0, -1.0)
     assert _means_violate(5.0, 0.0, 1.0, 1.0, 1.0) and _means_violate(0.0, 1.0, 5.0, 0.0, -1.0)
     assert _pooled_mean(1.7e308, 1.0, 1.6e308, 1.0, 0.5, 0.5) == float((_Fr(1.7e308) + _Fr(1.6e308)) / 2)
+
+
+# ------------------------------------------------------------------------------ kernels compiled once, not per literal
+
+_LITERAL_SCAN = """
+import pkgutil, runpy, sys
+import isocal
+from numba.core.registry import CPUDispatcher
+entry_points = runpy.run_path(sys.argv[1])["ENTRY_POINTS"]
+for code in entry_points.values():
+    exec(code, {})
+for info in pkgutil.iter_modules(isocal.__path__):
+    module = sys.modules.get("isocal." + info.name)
+    for name, value in (vars(module) if module else {}).items():
+        if isinstance(value, CPUDispatcher) and value.__module__ == module.__name__:
+            for sig in value.signatures:
+                if "Literal" in str(sig):
+                    print(f"{module.__name__}.{name}{sig}")
+"""
+
+
+def test_no_kernel_is_compiled_for_a_literal_argument(tmp_path):
+    """Every module's first call (bench/startup.py's entry points) in a fresh process with an empty Numba cache: no
+    isocal kernel may be compiled for a `Literal` argument type, since each such specialisation compiles the kernel
+    and its callees once more on the user's first call (see "Two kernel rules" in nbs/00_core.ipynb)."""
+    script = ISOCAL_DIR.parent / "bench" / "startup.py"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", _LITERAL_SCAN, str(script)], env=env, capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout == "", f"kernels compiled for literal arguments:\n{proc.stdout}"

@@ -623,3 +623,12 @@ def test_o2b_small_edge_cases():
     res = o2b_loo([0.0, 0.0], [0.0, 1.0])                      # two tied points
     assert res.exact and res.levels >= 1 and np.all((0 <= res.predictions) & (res.predictions <= 1))
     assert ew_levels(1) == 1
+
+
+@pytest.mark.parametrize("method", ["ir-int", "heavy", "lsm", "log-ivap", "direct"])
+def test_loo_predictions_own_their_memory(method):
+    "The predictions are an array of their own, not a row of the kernel's 8-row table (which would keep 8 t alive)."
+    r = np.random.default_rng(0)
+    x, y = r.uniform(size=50), (r.uniform(size=50) < 0.5).astype(float)
+    pred = loo_predictions(x, y, method)
+    assert pred.flags.owndata and pred.shape == (50,)
