@@ -142,7 +142,32 @@ def bench_cvap(k, m, repeat, n_splits=5):
                CVAP_TARGET, peaks=(p_ours, p_base), n=k)
 
 
-CHILD = """
+# Shared by the child scripts below: a sharp classifier's scores and labels, and the peak resident size (Linux).
+CHILD_HELPERS = """
+import numpy as np
+
+def sharp_sample(k):
+    "k normal scores with labels from a steep sigmoid of the score, made in chunks: no temporary of size k."
+    rng = np.random.default_rng(0)
+    s = np.empty(k); rng.standard_normal(out=s)
+    y = np.empty(k, np.int64)
+    for a in range(0, k, 1 << 16):
+        b = min(a + (1 << 16), k)
+        y[a:b] = rng.uniform(size=b - a) < 1 / (1 + np.exp(-20 * s[a:b]))
+    return s, y
+
+def status_kb(field):
+    with open('/proc/self/status') as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+def reset_peak_rss():
+    "Reset the peak resident size (VmHWM) to the current one; the current resident size in KiB."
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+    return status_kb('VmRSS:')
+"""
+
+CHILD = CHILD_HELPERS + """
 import time, sys
 import numpy as np
 from isocal.core import _first_nonfinite
@@ -157,19 +182,9 @@ t3 = time.perf_counter()
 k = int(sys.argv[1])
 extra = 0.0
 if k:
-    rng = np.random.default_rng(0)
-    s = np.empty(k); rng.standard_normal(out=s)
-    y = np.empty(k, np.int64)
-    for a in range(0, k, 1 << 16):      # in chunks: no temporary of size k raises the high-water mark first
-        b = min(a + (1 << 16), k)
-        y[a:b] = rng.uniform(size=b - a) < 1 / (1 + np.exp(-20 * s[a:b]))
-    t = rng.normal(size=100_000)
-    def status_kb(field):
-        with open('/proc/self/status') as f:
-            return next(int(line.split()[1]) for line in f if line.startswith(field))
-    with open('/proc/self/clear_refs', 'w') as f:
-        f.write('5')                    # Linux: reset the peak resident size (VmHWM) to the current one
-    base = status_kb('VmRSS:')
+    s, y = sharp_sample(k)
+    t = np.random.default_rng(1).normal(size=100_000)
+    base = reset_peak_rss()
     VennAbers().fit(s, y).predict_interval(t)
     extra = (status_kb('VmHWM:') - base) / 1024
 print(t2 - t1, t3 - t2, t1 - t0, extra)
@@ -194,7 +209,7 @@ def first_call(k_mem):
           f"(one array of k float64 = {k_mem * 8 / 2**20:.0f} MB)")
 
 
-MEMORY_CHILD = """
+MEMORY_CHILD = CHILD_HELPERS + """
 import importlib.util, sys, time, tracemalloc
 import numpy as np
 path, k = sys.argv[1], int(sys.argv[2])
@@ -207,19 +222,9 @@ else:                                   # an older copy of the module, inside th
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     VennAbers = module.VennAbers
-rng = np.random.default_rng(0)
-s = np.empty(k); rng.standard_normal(out=s)
-y = np.empty(k, np.int64)
-for a in range(0, k, 1 << 16):          # in chunks: no temporary of size k
-    b = min(a + (1 << 16), k)
-    y[a:b] = rng.uniform(size=b - a) < 1 / (1 + np.exp(-20 * s[a:b]))
+s, y = sharp_sample(k)
 VennAbers().fit(s[:1000], y[:1000])     # compiled (or loaded from the cache) outside the measurements
-def status_kb(field):
-    with open('/proc/self/status') as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field))
-with open('/proc/self/clear_refs', 'w') as f:
-    f.write('5')                        # Linux: reset the peak resident size (VmHWM) to the current one
-base = status_kb('VmRSS:')
+base = reset_peak_rss()
 va = VennAbers().fit(s, y)
 rss = (status_kb('VmHWM:') - base) * 1024
 del va

@@ -900,14 +900,14 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[np.ndarray]:
     folds vary only the calibration set. The interval and the probability are the library's
     (`CrossVennAbers.predict_interval` and `predict_proba`): one definition, with p0 <= probability <= p1. Both
     methods start from the same intervals (per fold for CVAP); computing those once and applying the methods' own
-    merges (`_merge` for `VennAbers.predict_proba`, `_cvap_interval` and `_merge_many` for CrossVennAbers') halves
+    merges (`_merge` for `VennAbers.predict_proba`, `_cvap_log_and_interval` for CrossVennAbers') halves
     the binary searches. The block's scores are queried in sorted order, where each search gallops on from the
     previous answer (`_ivap_predict`) instead of starting again; sorting block by block, not all rows at once, holds
     no index and no whole output column. The results are put back in the rows' order. A model fitted
     here and the same model saved and loaded again (`--save-model`, `--model`) give the same numbers, bit for bit.
     """
     from isocal.pava import _radix_sort
-    from isocal.venn_abers import VennAbers, _cvap_interval, _merge, _merge_many
+    from isocal.venn_abers import VennAbers, _cvap_log_and_interval, _merge
 
     s, order = scores.copy(), np.arange(len(scores), dtype=np.uint32)  # isocal's radix sort, carrying the rows'
     _radix_sort(s, np.empty(len(s)), order, np.empty(len(s), np.uint32))  # order: a third of NumPy's argsort time
@@ -918,7 +918,7 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[np.ndarray]:
         q0, q1 = np.empty((len(s), model.n_splits_)), np.empty((len(s), model.n_splits_))
         for j, ivap in enumerate(model.ivaps_):
             q0[:, j], q1[:, j] = ivap.predict_interval(s)
-        sorted_columns = _merge_many(q0, q1, "log", axis=1), *_cvap_interval(q0, q1, axis=1)
+        sorted_columns = _cvap_log_and_interval(q0, q1, axis=1)
     columns = [np.empty(len(s)) for _ in sorted_columns]
     for column, values in zip(columns, sorted_columns):
         column[order] = values

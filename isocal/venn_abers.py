@@ -386,13 +386,19 @@ class VennAbers(Portable):
         return f"VennAbers({fitted})"
 
 # %% ../nbs/04_venn_abers.ipynb #2b9d40c1
+def _cvap_log_and_interval(p0, p1, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the log merge, the CVAP interval) of valid per-fold intervals along `axis`, from one pair of geometric means:
+    GM(p1) / (GM(1 - p0) + GM(p1)) as `_merge_many` gives it, and (min(AM(p0), GM(p1)), max(AM(p1), 1 - GM(1 - p0)))."""
+    gm1, gm0 = _geometric_means(p0, p1, axis)
+    p_log = gm1 / (gm0 + gm1)
+    lo, hi = np.minimum(np.mean(p0, axis=axis), gm1), np.maximum(np.mean(p1, axis=axis), 1.0 - gm0)
+    for p in (p_log, _merge_many(p0, p1, 'brier', axis)):              # both merges: absorbs rounding only
+        lo, hi = np.minimum(lo, p), np.maximum(hi, p)
+    return p_log, lo, hi
+
 def _cvap_interval(p0, p1, axis: int) -> tuple[np.ndarray, np.ndarray]:
     "The CVAP interval of valid per-fold intervals along `axis`: (min(AM(p0), GM(p1)), max(AM(p1), 1 - GM(1 - p0)))."
-    gm1, gm0 = _geometric_means(p0, p1, axis)
-    lo, hi = np.minimum(np.mean(p0, axis=axis), gm1), np.maximum(np.mean(p1, axis=axis), 1.0 - gm0)
-    for p in (gm1 / (gm0 + gm1), _merge_many(p0, p1, 'brier', axis)):   # both merges (log: `_merge_many`'s formula
-        lo, hi = np.minimum(lo, p), np.maximum(hi, p)                  # on the same means): absorbs rounding only
-    return lo, hi
+    return _cvap_log_and_interval(p0, p1, axis)[1:]
 
 # %% ../nbs/04_venn_abers.ipynb #b55a8ce9
 def _check_n_splits(n_splits, n: int | None) -> int:
