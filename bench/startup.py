@@ -12,18 +12,26 @@ the cache). Reported per module's main entry point:
 - `warm`: the same with the cache filled;
 - `baseline`: `import numba` + compiling and calling one trivial `@njit` function (what any Numba user pays; a
   function defined in `python -c` cannot be cached, so its cold and warm times are the same compile);
+- `warm - numba`: the warm time less that of a process that only imports numba: what the entry point costs with
+  every kernel cached (its imports, such as scikit-learn for `isotonic`, loading the kernels, the run itself), a part
+  of `cold - baseline` that no kernel design removes;
 - `cold - baseline` against the target of at most 2 s;
 - `cold MB`, `warm MB`: the peak RSS of the cold and of the warm process (GNU time's %M, the largest of the repeats;
   `-` without /usr/bin/time), printed for the baseline and the demo too.
 
 And `isocal demo` cold against warm (target: cold <= 2x warm). The load average is printed with the results, since
 other work on the machine changes the times.
+
+`--kernels N` also prints, for each entry point, the N kernels whose compilation took longest on its cold first call,
+with their own compile seconds (Numba's compile events, without the nested compiles of the kernels they call), the
+total, and the share of isocal's own kernels.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -94,6 +102,44 @@ aum_gradient_descent(binary_breakpoints(y), X, method="first_min", max_iter=3)
 }
 
 
+KERNEL_TIMES = """
+import collections, json, sys
+from numba.core import event
+record = event.RecordingListener()
+event.register("numba:compile", record)
+exec(sys.argv[1], {})
+own, stack = collections.Counter(), []
+for stamp, ev in record.buffer:          # start/end events nest: a kernel's own time excludes its callees' compiles
+    f = ev.data["dispatcher"].py_func
+    if ev.is_start:
+        stack.append([f"{f.__module__}.{f.__qualname__}", stamp, 0.0])
+    else:
+        name, start, nested = stack.pop()
+        own[name] += stamp - start - nested
+        if stack: stack[-1][2] += stamp - start
+print(json.dumps(own))
+"""
+
+
+def kernel_compile_times(code: str) -> dict[str, float]:
+    "Own compile seconds of every function Numba compiled for `code`, run once in a fresh process on an empty cache."
+    import json
+    with tempfile.TemporaryDirectory(prefix="isocal-bench-cache-") as cache:
+        proc = subprocess.run([sys.executable, "-c", KERNEL_TIMES, code], env=dict(os.environ, NUMBA_CACHE_DIR=cache),
+                              capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"entry point failed:\n{code}\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def print_kernels(name: str, code: str, top: int) -> None:
+    times = kernel_compile_times(code)
+    total, own = sum(times.values()), sum(t for k, t in times.items() if k.startswith("isocal."))
+    print(f"  {name}: {len(times)} functions compiled in {total:.2f} s, isocal's own kernels {own:.2f} s")
+    for kernel, seconds in sorted(times.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    {seconds:6.2f}  {kernel}")
+
+
 def run(code: str, cache: str) -> tuple[float, int | None]:
     """Wall seconds and peak RSS in bytes (None without /usr/bin/time) of `python -c code` with NUMBA_CACHE_DIR=cache
     (raises with its stderr if it fails)."""
@@ -136,17 +182,21 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="best of this many cold/warm pairs (default 1)")
     ap.add_argument("--only", nargs="*", choices=sorted(ENTRY_POINTS), help="modules to measure (default: all)")
     ap.add_argument("--no-demo", action="store_true", help="skip `isocal demo`")
+    ap.add_argument("--kernels", type=int, default=0, metavar="N",
+                    help="also print each entry point's N slowest kernels to compile (default 0: none)")
     args = ap.parse_args(argv)
 
     base_cold, base_warm, base_cold_rss, base_warm_rss = cold_and_warm(BASELINE, args.repeat)
+    numba_only = cold_and_warm("import numba", args.repeat)[1]
     print(f"load average {os.getloadavg()[0]:.2f}, CPUs available {len(os.sched_getaffinity(0))}")
     print(f"baseline (import numba + one trivial @njit): cold {base_cold:.2f} s ({_mb(base_cold_rss)} MB peak RSS), "
-          f"warm {base_warm:.2f} s ({_mb(base_warm_rss)} MB)\n")
-    print(f"{'entry point':<12}{'cold s':>8}{'warm s':>8}{'cold-base':>11}{'target':>8}  met{'cold MB':>9}{'warm MB':>9}")
+          f"warm {base_warm:.2f} s ({_mb(base_warm_rss)} MB); import numba alone {numba_only:.2f} s\n")
+    print(f"{'entry point':<12}{'cold s':>8}{'warm s':>8}{'warm-numba':>11}{'cold-base':>11}{'target':>8}  met"
+          f"{'cold MB':>9}{'warm MB':>9}")
     for name in args.only or ENTRY_POINTS:
         cold, warm, cold_rss, warm_rss = cold_and_warm(ENTRY_POINTS[name], args.repeat)
         above = cold - base_cold
-        print(f"{name:<12}{cold:>8.2f}{warm:>8.2f}{above:>11.2f}{TARGET_ABOVE_BASELINE:>8.1f}  "
+        print(f"{name:<12}{cold:>8.2f}{warm:>8.2f}{warm - numba_only:>11.2f}{above:>11.2f}{TARGET_ABOVE_BASELINE:>8.1f}  "
               f"{'yes' if above <= TARGET_ABOVE_BASELINE else 'NO':<3}{_mb(cold_rss):>9}{_mb(warm_rss):>9}")
     if not args.no_demo:
         with tempfile.TemporaryDirectory() as out:
@@ -156,6 +206,10 @@ def main(argv=None) -> int:
         print(f"\nisocal demo: cold {cold:.2f} s ({_mb(cold_rss)} MB peak RSS), warm {warm:.2f} s ({_mb(warm_rss)} MB), "
               f"ratio {cold / warm:.2f} (target <= {DEMO_RATIO_TARGET:.1f}: "
               f"{'met' if cold / warm <= DEMO_RATIO_TARGET else 'NOT met'})")
+    if args.kernels:
+        print(f"\nslowest kernels to compile (own seconds, cold first call, load {os.getloadavg()[0]:.2f}):")
+        for name in args.only or ENTRY_POINTS:
+            print_kernels(name, ENTRY_POINTS[name], args.kernels)
     return 0
 
 

@@ -34,7 +34,7 @@ __all__ = ['PROGRESS_DELAY', 'BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'REA
 PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
 BLOCK_ROWS = 1 << 16  # fewest rows per block of output, computed and written in turn (a Parquet row group)
 MAX_BLOCK_ROWS = 1 << 18  # most rows per block of output; in between, a block is a 32nd of the rows
-FORMAT_ROWS = 1 << 14  # rows per piece of a block formatted as CSV text by one thread
+FORMAT_ROWS = 1 << 12  # rows per piece of a block formatted as CSV text by one thread (its text: under 1 MiB)
 READ_THREADS = False  # whether pyarrow's CSV reader uses threads: on two cores one was as fast and held less memory
 WRITE_THREADS = 2  # threads formatting CSV text while the next block is computed (0: none, all in this thread)
 
@@ -885,12 +885,35 @@ def _fit_venn_abers(method: str, train: dict, n_splits: int, seed: int):
     if n_splits > n:
         raise InputError(f"--n-splits must be between 2 and the number of rows ({n}), got {n_splits}")
     folds = fold_ids(n, n_splits, random_state=seed).astype(np.min_scalar_type(n_splits - 1))  # 1 byte, not 8, per row
-    for j in range(n_splits):
-        label = _only_label(train["label"][folds == j])
+    sizes, ones = np.bincount(folds, minlength=n_splits), np.bincount(folds, train["label"], minlength=n_splits)
+    for j in range(n_splits):  # counted in two passes, not a mask and a copy of the labels per fold
+        label = 0 if ones[j] == 0 else 1 if ones[j] == sizes[j] else None
         if label is not None:
             raise InputError(f"--method cvap: fold {j + 1} of {n_splits} (--n-splits {n_splits}, --seed {seed}) "
                              f"has only label {label}; use fewer folds or more rows of the rarer label")
     return CrossVennAbers().fit(train["score"], train["label"], folds)
+
+
+_CVAP_PIECE = 1 << 16  # fold intervals per piece of a CVAP block merged at once: K arrays of them stay below 1 MiB
+
+
+def _cvap_columns(model, s: np.ndarray, columns: list[np.ndarray], order: np.ndarray) -> None:
+    """Write the CVAP [probability, p0, p1] of the sorted scores `s` into `columns` at the rows `order`: the library's
+    `_cvap_log_and_interval` of the per-fold intervals, on pieces of the block. Each piece holds fold j's intervals in
+    row j of (K, c) arrays, so that every fold's search writes contiguous memory and every mean over the folds is K
+    whole-row additions (the library's `_fold_mean`, the same floats in any layout); pieces of `_CVAP_PIECE` values
+    keep them small and in cache."""
+    from isocal.venn_abers import _cvap_log_and_interval
+
+    k = model.n_splits_
+    rows = max(1, _CVAP_PIECE // k)
+    for start in range(0, len(s), rows):
+        piece = s[start:start + rows]
+        p0, p1 = np.empty((k, len(piece))), np.empty((k, len(piece)))
+        for j, ivap in enumerate(model.ivaps_):
+            p0[j], p1[j] = ivap.predict_interval(piece)
+        for column, values in zip(columns, _cvap_log_and_interval(p0, p1, axis=0)):
+            column[order[start:start + rows]] = values
 
 
 def _venn_abers_block(model, scores: np.ndarray) -> list[np.ndarray]:
@@ -900,27 +923,23 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[np.ndarray]:
     folds vary only the calibration set. The interval and the probability are the library's
     (`CrossVennAbers.predict_interval` and `predict_proba`): one definition, with p0 <= probability <= p1. Both
     methods start from the same intervals (per fold for CVAP); computing those once and applying the methods' own
-    merges (`_merge` for `VennAbers.predict_proba`, `_cvap_log_and_interval` for CrossVennAbers') halves
-    the binary searches. The block's scores are queried in sorted order, where each search gallops on from the
+    merges (`_merge` for `VennAbers.predict_proba`, `_cvap_log_and_interval` for CrossVennAbers', see `_cvap_columns`)
+    halves the binary searches. The block's scores are queried in sorted order, where each search gallops on from the
     previous answer (`_ivap_predict`) instead of starting again; sorting block by block, not all rows at once, holds
     no index and no whole output column. The results are put back in the rows' order. A model fitted
     here and the same model saved and loaded again (`--save-model`, `--model`) give the same numbers, bit for bit.
     """
     from isocal.pava import _radix_sort
-    from isocal.venn_abers import VennAbers, _cvap_log_and_interval, _merge
+    from isocal.venn_abers import VennAbers, _merge
 
     s, order = scores.copy(), np.arange(len(scores), dtype=np.uint32)  # isocal's radix sort, carrying the rows'
     _radix_sort(s, np.empty(len(s)), order, np.empty(len(s), np.uint32))  # order: a third of NumPy's argsort time
-    if isinstance(model, VennAbers):
-        q0, q1 = model.predict_interval(s)
-        sorted_columns = _merge(q0, q1, "log"), q0, q1
-    else:  # `predict_fold_intervals` of the (m, K) scores whose columns are all `s`, without making them
-        q0, q1 = np.empty((len(s), model.n_splits_)), np.empty((len(s), model.n_splits_))
-        for j, ivap in enumerate(model.ivaps_):
-            q0[:, j], q1[:, j] = ivap.predict_interval(s)
-        sorted_columns = _cvap_log_and_interval(q0, q1, axis=1)
-    columns = [np.empty(len(s)) for _ in sorted_columns]
-    for column, values in zip(columns, sorted_columns):
+    columns = [np.empty(len(s)) for _ in range(3)]
+    if not isinstance(model, VennAbers):  # `predict_fold_intervals` of the (m, K) scores whose columns are all `s`
+        _cvap_columns(model, s, columns, order)
+        return columns
+    q0, q1 = model.predict_interval(s)
+    for column, values in zip(columns, (_merge(q0, q1, "log"), q0, q1)):
         column[order] = values
     return columns
 
@@ -953,12 +972,18 @@ def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") ->
     return names, blocks
 
 
+_HEAP_KEEP = 16 << 20  # bytes of free memory the C heap keeps at its top rather than give back (glibc)
+
+
 def _return_freed_arrays() -> None:
     """Have the C allocator give every large freed block straight back to the system, where it is glibc's (Linux): a
     fixed `mmap` threshold of 1 MiB. By default glibc raises that threshold to the size of the first large block freed,
     up to 32 MiB, so that later arrays of up to that size come from its heap and stay in the process once freed: on
     2 million rows that kept one to two arrays of n more at the peak of a run, freed arrays of the fit that the output
-    could not reuse. Elsewhere (macOS, Windows) nothing is changed."""
+    could not reuse. Fixing that threshold also fixes the heap's trim threshold at 128 KiB, so the heap would shrink
+    after nearly every block of output and fault its pages in again for the next (on 2 million rows, three times the
+    page faults of a whole CVAP run): the trim threshold is raised to `_HEAP_KEEP`, a few blocks' worth of small
+    arrays. Elsewhere (macOS, Windows) nothing is changed."""
     import ctypes
 
     try:
@@ -966,6 +991,7 @@ def _return_freed_arrays() -> None:
     except (OSError, AttributeError, TypeError):
         return
     mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    mallopt(-1, _HEAP_KEEP)  # M_TRIM_THRESHOLD
 
 
 def _start_numba():

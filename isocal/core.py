@@ -167,15 +167,6 @@ def _merge_back(sums, wts, starts, top, s, w, start, sign):
         start = starts[top]
     return top, s, w, start
 
-@njit(cache=True, inline='always')
-def _pool_push(sums, wts, starts, top, s, w, start, sign):
-    "Push group (s, w) starting at index `start` onto a stack of `top` groups, merging violators; the new `top`."
-    top, s, w, start = _merge_back(sums, wts, starts, top, s, w, start, sign)
-    sums[top] = s
-    wts[top] = w
-    starts[top] = start
-    return top + 1
-
 # %% ../nbs/00_core.ipynb #316c98bc
 _SAFE_MAX, _SAFE_MIN = 2.0 ** 1020, 2.0 ** -960
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .core import _pool_push, _violates, as_float_array, check_choice, check_same_length
+from .core import _violates, as_float_array, check_choice, check_same_length
 from .pava import isotonic_regression
 
 # %% auto #0
@@ -163,180 +163,172 @@ def loo_predictions_naive(x, y, method: str = "ir-int", *, c=None, gamma: float 
     return out
 
 # %% ../nbs/05_forward.ipynb #a8d0b277
-@njit(cache=True)
-def _left_extent(S, W, psum, pwt, pcs, pcw, P):
-    """How many of the top prefix blocks pool with a middle block (S, W): the first a with a == P or the next block's
-    mean ≤ the pooled mean. The test is monotone in a (block means decrease leftwards), so search exponentially."""
-    def stops(a):
-        if a == P: return True
-        k = P - a - 1
-        return psum[k] * (W + pcw[P] - pcw[P - a]) <= (S + pcs[P] - pcs[P - a]) * pwt[k]
-    if stops(0): return 0
-    lo, step = 0, 1
-    while True:
-        hi = lo + step
-        if hi >= P:
-            hi = P
-            break
-        if stops(hi): break
-        lo, step = hi, 2 * step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if stops(mid): hi = mid
-        else: lo = mid
-    return hi
+# A stack is one table `stk` of shape (G + 1, 7): row k holds block k's sum and weight, and the running totals over
+# blocks 0..k-1 of the sums (compensated: _CS + _CS_LO), the weights and sum²/weight (compensated: _CQ + _CQ_LO).
+_SUM, _WT, _CS, _CS_LO, _CW, _CQ, _CQ_LO = 0, 1, 2, 3, 4, 5, 6
 
 @njit(cache=True)
-def _stack_sum(vals, cum, lo, top, k):
-    """Sum of the top k entries of a stack: directly for small k, else from the compensated running totals
-    (cum + lo, kept by `_set_totals`), so that differences of large totals do not lose digits."""
-    if k <= 16:
-        s = 0.0
-        for j in range(top - k, top): s += vals[j]
-        return s
-    return (cum[top] - cum[top - k]) + (lo[top] - lo[top - k])
+def _push(stk, top, s, w, sign, merge, n_log, log):
+    """Push block (s, w) onto stack table `stk` of `top` blocks, and return the new (top, n_log). If `merge`, PAVA:
+    first pool it with the top blocks while they violate the order (`sign`, isocal.core's `_violates`), logging each
+    block popped in columns 3-4 of `log`, rows n_log, n_log + 1, ... (none if n_log < 0). Then the running totals of
+    the new top row: sums, weights (integers, or Heavy's c once: exact enough) and Σ sum²/weight (the fitted part of
+    the loss), both sums compensated (TwoSum: the rounding error of every addition kept in the _LO column), so that
+    differences of large totals do not lose digits."""
+    while merge and top > 0 and _violates(stk[top - 1, _SUM], stk[top - 1, _WT], s, w, sign):
+        top -= 1
+        if n_log >= 0:
+            log[n_log, 3], log[n_log, 4] = stk[top, _SUM], stk[top, _WT]
+            n_log += 1
+        s += stk[top, _SUM]
+        w += stk[top, _WT]
+    stk[top, _SUM], stk[top, _WT] = s, w
+    top += 1
+    p, v = stk[top - 1, _CS], stk[top - 1, _SUM]
+    s = p + v
+    bp = s - p
+    stk[top, _CS] = s
+    stk[top, _CS_LO] = stk[top - 1, _CS_LO] + ((p - (s - bp)) + (v - bp))
+    stk[top, _CW] = stk[top - 1, _CW] + stk[top - 1, _WT]
+    p, v = stk[top - 1, _CQ], stk[top - 1, _SUM] * stk[top - 1, _SUM] / stk[top - 1, _WT]   # (x * x: no power routine)
+    s = p + v
+    bp = s - p
+    stk[top, _CQ] = s
+    stk[top, _CQ_LO] = stk[top - 1, _CQ_LO] + ((p - (s - bp)) + (v - bp))
+    return top, n_log
 
 # %% ../nbs/05_forward.ipynb #d0866614
 @njit(cache=True)
-def _pool_around(s0, w0, P, Q, psum, pwt, pcs, pcs_lo, pcw, ssum, swt, scs, scs_lo, scw):
+def _pool_around(s0, w0, P, Q, pre, suf):
     """The block of the isotonic fit that contains a middle group (sum s0, weight w0 > 0) placed between the P
-    prefix blocks and the Q suffix blocks: (sum, weight, a, b) with a prefix and b suffix blocks pooled.
+    prefix blocks (stack table `pre`) and the Q suffix blocks (`suf`): (sum, weight, a, b) with a prefix and b suffix
+    blocks pooled.
 
-    The value is min over b of g(b) = max over a of the pooled mean; g(b+1) ≥ g(b) exactly when suffix block b+1
-    has mean ≥ g(b), and that test is monotone in b: an exponential then binary search over b, each step solving
-    the inner max with `_left_extent`."""
-    def stops(b):
-        if b == Q: return True
-        S = s0 + scs[Q] - scs[Q - b]
-        W = w0 + scw[Q] - scw[Q - b]
-        a = _left_extent(S, W, psum, pwt, pcs, pcw, P)
+    The value is min over b of g(b) = max over a of the pooled mean. For fixed b the max is at the first a with a == P
+    or the next prefix block's mean ≤ the pooled mean (block means decrease leftwards: the test is monotone in a);
+    g(b+1) ≥ g(b) exactly when suffix block b+1 has mean ≥ g(b), monotone in b too. Both searches are exponential then
+    binary, each written as one loop with one test: the outer loop runs the inner search for every probe of b, and
+    a last time for the b found, with its exact sum (directly for a few blocks, else from the compensated totals)."""
+    lo, hi, step, gallop = -1, Q, 1, True         # b = lo does not stop, b = hi does (b = Q always: never tested)
+    while True:
+        done = hi - lo <= 1
+        if done:
+            b = hi
+            if b <= 16:
+                S = 0.0
+                for j in range(Q - b, Q): S += suf[j, _SUM]
+                S = s0 + S
+            else:
+                S = s0 + ((suf[Q, _CS] - suf[Q - b, _CS]) + (suf[Q, _CS_LO] - suf[Q - b, _CS_LO]))
+            W = w0 + (suf[Q, _CW] - suf[Q - b, _CW])
+        else:
+            if gallop:
+                b = lo + step
+                if b >= hi: gallop = False
+            if not gallop: b = (lo + hi) // 2
+            S = s0 + suf[Q, _CS] - suf[Q - b, _CS]
+            W = w0 + suf[Q, _CW] - suf[Q - b, _CW]
+        alo, ahi, astep, agallop = -1, P, 1, True  # a for (S, W): the same search over the prefix
+        while ahi - alo > 1:
+            if agallop:
+                a = alo + astep
+                if a >= ahi: agallop = False
+            if not agallop: a = (alo + ahi) // 2
+            k = P - a - 1
+            if pre[k, _SUM] * (W + pre[P, _CW] - pre[P - a, _CW]) <= (S + pre[P, _CS] - pre[P - a, _CS]) * pre[k, _WT]:
+                ahi, agallop = a, False
+            else:
+                alo = a
+                if a > 0: astep *= 2
+        a = ahi
+        if done: break
         k = Q - b - 1
-        return ssum[k] * (W + pcw[P] - pcw[P - a]) >= (S + pcs[P] - pcs[P - a]) * swt[k]
-    if stops(0): b = 0
+        if suf[k, _SUM] * (W + pre[P, _CW] - pre[P - a, _CW]) >= (S + pre[P, _CS] - pre[P - a, _CS]) * suf[k, _WT]:
+            hi, gallop = b, False
+        else:
+            lo = b
+            if b > 0: step *= 2
+    if a <= 16:
+        T = 0.0
+        for j in range(P - a, P): T += pre[j, _SUM]
     else:
-        lo, step = 0, 1
-        while True:
-            hi = lo + step
-            if hi >= Q:
-                hi = Q
-                break
-            if stops(hi): break
-            lo, step = hi, 2 * step
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if stops(mid): hi = mid
-            else: lo = mid
-        b = hi
-    S = s0 + _stack_sum(ssum, scs, scs_lo, Q, b)
-    W = w0 + (scw[Q] - scw[Q - b])
-    a = _left_extent(S, W, psum, pwt, pcs, pcw, P)
-    return S + _stack_sum(psum, pcs, pcs_lo, P, a), W + (pcw[P] - pcw[P - a]), a, b
-
-@njit(cache=True)
-def _add_compensated(cum, lo, top, v):
-    "cum[top] + lo[top] = cum[top-1] + lo[top-1] + v, with the rounding error of the sum kept in lo (TwoSum)."
-    s = cum[top - 1] + v
-    bp = s - cum[top - 1]
-    cum[top] = s
-    lo[top] = lo[top - 1] + ((cum[top - 1] - (s - bp)) + (v - bp))
-
-@njit(cache=True)
-def _set_totals(sums, wts, cs, cs_lo, cw, cq, cq_lo, top):
-    """Running totals up to stack entry top-1: sums, weights (integers, or Heavy's c once: exact enough) and
-    Σ sum²/weight (the fitted part of the loss), the sums compensated."""
-    _add_compensated(cs, cs_lo, top, sums[top - 1])
-    cw[top] = cw[top - 1] + wts[top - 1]
-    _add_compensated(cq, cq_lo, top, sums[top - 1] ** 2 / wts[top - 1])
-
-@njit(cache=True)
-def _top_range(cum, lo, top, k):
-    "Sum of the top k entries from compensated running totals."
-    return (cum[top] - cum[top - k]) + (lo[top] - lo[top - k])
-
-# %% ../nbs/05_forward.ipynb #c433bc48
-@njit(cache=True)
-def _ir_int_kernel(s0, w0, rest, P, Q, psum, pwt, pcs, pcs_lo, pcw, pcq, ssum, swt, scs, scs_lo, scw, scq, shift):
-    """IR-Int and L*(D₋ᵢ), on labels minus `shift`. If other points share xᵢ, the fit of D₋ᵢ at xᵢ; else the mean of
-    the fitted values of the neighbours (0 and 1 beyond the ends): the two stack tops, or their pooled block if they
-    violate."""
-    if w0 > 0.0:
-        S, W, a, b = _pool_around(s0, w0, P, Q, psum, pwt, pcs, pcs_lo, pcw, ssum, swt, scs, scs_lo, scw)
-        return S / W + shift, rest - (pcq[P - a] + scq[Q - b] + S * S / W)
-    left = psum[P - 1] / pwt[P - 1] if P > 0 else -shift
-    right = ssum[Q - 1] / swt[Q - 1] if Q > 0 else 1.0 - shift
-    if P == 0 or Q == 0 or left <= right:
-        return (left + right) / 2.0 + shift, rest - (pcq[P] + scq[Q])
-    S, W, a, b = _pool_around(psum[P - 1] + ssum[Q - 1], pwt[P - 1] + swt[Q - 1], P - 1, Q - 1,
-                              psum, pwt, pcs, pcs_lo, pcw, ssum, swt, scs, scs_lo, scw)
-    return S / W + shift, rest - (pcq[P - 1 - a] + scq[Q - 1 - b] + S * S / W)
+        T = (pre[P, _CS] - pre[P - a, _CS]) + (pre[P, _CS_LO] - pre[P - a, _CS_LO])
+    return S + T, W + (pre[P, _CW] - pre[P - a, _CW]), a, b
 
 # %% ../nbs/05_forward.ipynb #1ecbd6d4
 @njit(cache=True)
-def _loo_kernel(ys, gstart, c, gamma, shift, need_01, need_heavy, need_int, out):
+def _loo_kernel(ys, gstart, c, gamma, shift, need_01, need_heavy, need_int, grp, tables, out):
     """One pass over the groups of tied x (sorted): for every point i, ŷ⁰, ŷ¹, L₀*, L₁*, Heavy-γ, IR-Int and
     L*(D₋ᵢ), LSM into out[0..7, i]. The prefix stack (PAVA left to right) grows by one group per step; the suffix stack
     (PAVA right to left) is prebuilt and rolled back one group per step from a log of the blocks each push popped.
     `ys` are the labels minus `shift` (plugged-in labels are shifted alike, fitted values shifted back), so the losses
-    Σy² − Σ sum²/weight cancel only the labels' spread about `shift`."""
+    Σy² − Σ sum²/weight cancel only the labels' spread about `shift`. Scratch, allocated by the caller (then no
+    allocation is compiled here): `grp` (G, 5), per group its sum, count and the number of blocks its suffix push
+    popped, columns 3-4 the log of the pops; `tables` (2, G + 1, 7), the prefix and the suffix stack."""
     G = gstart.shape[0] - 1
-    gs, gn = np.empty(G), np.empty(G)
     ssq = 0.0
     for g in range(G):
         s = 0.0
         for j in range(gstart[g], gstart[g + 1]):
             s += ys[j]
             ssq += ys[j] * ys[j]
-        gs[g], gn[g] = s, gstart[g + 1] - gstart[g]
-    psum, pwt, pstart = np.empty(G), np.empty(G), np.empty(G, np.intp)
-    ssum, swt = np.empty(G), np.empty(G)
-    pcs, pcs_lo, pcw, pcq, pcq_lo = np.zeros(G + 1), np.zeros(G + 1), np.zeros(G + 1), np.zeros(G + 1), np.zeros(G + 1)
-    scs, scs_lo, scw, scq, scq_lo = np.zeros(G + 1), np.zeros(G + 1), np.zeros(G + 1), np.zeros(G + 1), np.zeros(G + 1)
-    log_sum, log_wt = np.empty(G), np.empty(G)
-    log_off = np.zeros(G + 1, np.intp)
-    Q, n_log = 0, 0
+        grp[g, 0], grp[g, 1] = s, gstart[g + 1] - gstart[g]
+    pre, suf = tables[0], tables[1]
+    for j in range(_CS, _CQ_LO + 1): pre[0, j], suf[0, j] = 0.0, 0.0
+    yes, no, none = np.bool_(True), np.bool_(False), np.intp(-1)   # (not literals: they would compile `_push` again)
+    Q, n_log = np.intp(0), np.intp(0)
     for k in range(G - 1, 0, -1):                       # suffix stack for groups 1..G-1, logging what each push pops
-        s, w = gs[k], gn[k]
-        log_off[k] = n_log
-        while Q > 0 and _violates(ssum[Q - 1], swt[Q - 1], s, w, -1.0):
-            Q -= 1
-            log_sum[n_log], log_wt[n_log] = ssum[Q], swt[Q]
-            n_log += 1
-            s += ssum[Q]
-            w += swt[Q]
-        ssum[Q], swt[Q] = s, w
-        Q += 1
-        _set_totals(ssum, swt, scs, scs_lo, scw, scq, scq_lo, Q)
-    P = np.intp(0)                                     # (a literal 0 would compile the callees twice)
-    gain = np.zeros(2)
+        n0 = n_log
+        Q, n_log = _push(suf, Q, grp[k, 0], grp[k, 1], -1.0, yes, n_log, grp)
+        grp[k, 2] = n_log - n0
+    P = np.intp(0)
     for g in range(G):
         if g > 0:                                      # roll the suffix stack back: remove group g
             Q -= 1
-            end = log_off[g - 1] if g > 1 else n_log
-            for j in range(end - 1, log_off[g] - 1, -1):
-                ssum[Q], swt[Q] = log_sum[j], log_wt[j]
-                Q += 1
-                _set_totals(ssum, swt, scs, scs_lo, scw, scq, scq_lo, Q)
+            m = grp[g, 2]                              # (a count, exact in float64)
+            while m > 0.0:
+                m -= 1.0
+                n_log -= 1
+                Q, _ = _push(suf, Q, grp[n_log, 3], grp[n_log, 4], -1.0, no, none, grp)
         for i in range(gstart[g], gstart[g + 1]):
             yi = ys[i]
-            s0, w0, rest = gs[g] - yi, gn[g] - 1.0, ssq - yi * yi
-            if need_01:
-                for z in range(2):
-                    S, W, a, b = _pool_around(s0 + (z - shift), w0 + 1.0, P, Q, psum, pwt, pcs, pcs_lo, pcw,
-                                              ssum, swt, scs, scs_lo, scw)
-                    out[z, i] = S / W + shift
-                    out[2 + z, i] = rest + (z - shift) ** 2 - (pcq[P - a] + scq[Q - b] + S * S / W)
+            s0, w0, rest = grp[g, 0] - yi, grp[g, 1] - 1.0, ssq - yi * yi
+            gain0 = 0.0
+            for job in range(4):                       # labels 0 and 1, Heavy-γ, IR-Int: one `_pool_around` call
+                if job < 2:
+                    if not need_01: continue
+                    s, w, Pj, Qj = s0 + (job - shift), w0 + 1.0, P, Q
+                elif job == 2:
+                    if not need_heavy: continue
+                    s, w, Pj, Qj = s0 + c * (gamma - shift), w0 + c, P, Q
+                else:
+                    if not need_int: continue
+                    s, w, Pj, Qj = s0, w0, P, Q
+                    if w0 <= 0.0:                      # i alone at xᵢ: the neighbours' mean, or their pooled block
+                        left = pre[P - 1, _SUM] / pre[P - 1, _WT] if P > 0 else -shift
+                        right = suf[Q - 1, _SUM] / suf[Q - 1, _WT] if Q > 0 else 1.0 - shift
+                        if P == 0 or Q == 0 or left <= right:
+                            out[5, i] = (left + right) / 2.0 + shift
+                            out[6, i] = rest - (pre[P, _CQ] + suf[Q, _CQ])
+                            continue
+                        s, w = pre[P - 1, _SUM] + suf[Q - 1, _SUM], pre[P - 1, _WT] + suf[Q - 1, _WT]
+                        Pj, Qj = P - 1, Q - 1
+                S, W, a, b = _pool_around(s, w, Pj, Qj, pre, suf)
+                q = S * S / W
+                kept = pre[Pj - a, _CQ] + suf[Qj - b, _CQ] + q
+                if job < 2:
+                    out[job, i] = S / W + shift
+                    out[2 + job, i] = rest + (job - shift) * (job - shift) - kept
                     # L_z* = (common terms) + (z - shift)² - gain_z: LSM from the gains avoids the common terms
-                    gain[z] = S * S / W - _top_range(pcq, pcq_lo, P, a) - _top_range(scq, scq_lo, Q, b)
-                out[7, i] = shift + (gain[1] - gain[0]) / 2.0    # (1 + L0* - L1*)/2
-            if need_heavy:
-                S, W, a, b = _pool_around(s0 + c * (gamma - shift), w0 + c, P, Q, psum, pwt, pcs, pcs_lo, pcw,
-                                          ssum, swt, scs, scs_lo, scw)
-                out[4, i] = S / W + shift
-            if need_int:
-                out[5, i], out[6, i] = _ir_int_kernel(s0, w0, rest, P, Q, psum, pwt, pcs, pcs_lo, pcw, pcq,
-                                                      ssum, swt, scs, scs_lo, scw, scq, shift)
-        P = _pool_push(psum, pwt, pstart, P, gs[g], gn[g], g, 1.0)
-        _set_totals(psum, pwt, pcs, pcs_lo, pcw, pcq, pcq_lo, P)
+                    gain = q - ((pre[P, _CQ] - pre[P - a, _CQ]) + (pre[P, _CQ_LO] - pre[P - a, _CQ_LO])) \
+                             - ((suf[Q, _CQ] - suf[Q - b, _CQ]) + (suf[Q, _CQ_LO] - suf[Q - b, _CQ_LO]))
+                    if job == 0: gain0 = gain
+                    else: out[7, i] = shift + (gain - gain0) / 2.0     # (1 + L0* - L1*)/2
+                elif job == 2:
+                    out[4, i] = S / W + shift
+                else:
+                    out[5, i], out[6, i] = S / W + shift, rest - kept
+        P, _ = _push(pre, P, grp[g, 0], grp[g, 1], 1.0, yes, none, grp)   # group g onto the prefix stack
 
 # %% ../nbs/05_forward.ipynb #424015fc
 _NEEDS = {"ir-int": (False, False, True), "heavy": (False, True, False)}
@@ -349,7 +341,8 @@ def _loo_sorted(x, y, c, gamma, needs):
     gstart = np.concatenate(([0], np.flatnonzero(xs[1:] != xs[:-1]) + 1, [len(x)])).astype(np.intp)
     out = np.empty((8, len(x)))                          # rows not asked for by `needs` stay unset
     shift = float(np.mean(ys))                           # losses are then sums of squares about the labels' mean
-    _loo_kernel(ys - shift, gstart, c, gamma, shift, *needs, out)
+    G = len(gstart) - 1
+    _loo_kernel(ys - shift, gstart, c, gamma, shift, *needs, np.empty((G, 5)), np.empty((2, G + 1, 7)), out)
     if presorted: return out
     table = np.empty_like(out)
     table[:, order] = out
@@ -791,7 +784,8 @@ def _o2b_exact(K, eta, grp, n_groups, ys, pred, loss):
             if not (mask >> i) & 1:
                 p = post[grp[i]]
                 pred[i] += w * p
-                loss[i] += w * (ys[i] - p) ** 2
+                d = ys[i] - p
+                loss[i] += w * (d * d)
 
 # %% ../nbs/05_forward.ipynb #a261faf6
 class O2BResult(RegretResult):

@@ -157,11 +157,34 @@ def _fraction(v, x0, x1):
     if np.isinf(d): return (0.5 * v - 0.5 * x0) / (0.5 * x1 - 0.5 * x0)
     return (v - x0) / d
 
+_GALLOP = 64   # the farthest a search gallops before it bisects the rest
+
+@njit(cache=True, inline='always')
+def _last_at_most(a, v, hint, gallop):
+    """The largest j with a[j] <= v, for increasing `a` with a[0] <= v: by bisection, or, with `gallop` and
+    a[hint] <= v, stepping forward from `hint` by 1, 2, 4, ... (at most to hint + 2 * _GALLOP) first."""
+    n = a.shape[0]
+    lo, hi = 0, n                                  # a[lo] <= v < a[hi] (a[n] counts as +inf)
+    if gallop and a[hint] <= v:
+        lo, step = hint, 1
+        while lo + step < n:
+            if a[lo + step] > v:
+                hi = lo + step
+                break
+            lo += step
+            if step == _GALLOP: break
+            step <<= 1
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if a[mid] <= v: lo = mid
+        else: hi = mid
+    return lo
+
 @njit(cache=True)
 def _evaluate(lo, hi, levels, t, linear, oob, out):
     "Evaluate the staircase at `t` into `out`; returns the first index of a non-finite (or, with oob=2, out of range) t, or -1."
     nb = lo.shape[0]
-    j = 0
+    j, near = 0, False
     for i in range(t.shape[0]):
         v = t[i]
         if not np.isfinite(v): return i
@@ -170,7 +193,9 @@ def _evaluate(lo, hi, levels, t, linear, oob, out):
             out[i] = np.nan if oob == 0 else (levels[0] if v < lo[0] else levels[nb - 1])
             continue
         if not (lo[j] <= v and (j + 1 == nb or v < lo[j + 1])):   # sorted queries reuse the last block
-            j = np.searchsorted(lo, v, side='right') - 1
+            prev = j
+            j = _last_at_most(lo, v, j, near)
+            near = (j >= prev) & (j - prev <= _GALLOP)             # gallop next time only after a short move forward
         if linear and v > hi[j]:
             out[i] = _lerp(levels[j], levels[j + 1], _fraction(v, hi[j], lo[j + 1]))
         else:
@@ -258,28 +283,26 @@ _SIGN_BIT = np.uint64(1) << np.uint64(63)
 _DIGIT_BITS, _DIGITS = 11, 6                      # 6 x 11 bits cover the 64-bit keys
 _DIGIT_MASK = np.uint64((1 << _DIGIT_BITS) - 1)
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _to_sortable(keys):
     "Map float64 bit patterns (viewed as uint64) in place to integers whose unsigned order is the numeric order."
     for i in range(keys.shape[0]):
         k = keys[i]
         keys[i] = ~k if k & _SIGN_BIT else k | _SIGN_BIT
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _from_sortable(keys):
     for i in range(keys.shape[0]):
         k = keys[i]
         keys[i] = k & ~_SIGN_BIT if k & _SIGN_BIT else ~k
 
 @njit(cache=True)
-def _radix_sort(a, scratch, idx=None, idx_scratch=None):
-    """Sort the float64 array `a` in place by LSD radix sort; `scratch` holds at least len(a) float64.
-    With `idx` (and `idx_scratch` of the same size), `idx` is permuted along with `a`."""
-    n = a.shape[0]
-    if n < 2: return
-    keys, other = a.view(np.uint64), scratch[:n].view(np.uint64)
+def _radix_sort_keys(keys, other, counts, idx, idx_scratch):
+    """LSD radix sort in place of the float64 bit patterns `keys` (uint64, at least 2); `other` is scratch of the same
+    length, `counts` zeros with one row per digit. `idx` (None, or with `idx_scratch` of the same length) is permuted
+    along with the keys."""
+    n = keys.shape[0]
     _to_sortable(keys)
-    counts = np.zeros((_DIGITS, 1 << _DIGIT_BITS), np.int64)
     for i in range(n):
         for d in range(_DIGITS):
             counts[d, (keys[i] >> np.uint64(_DIGIT_BITS * d)) & _DIGIT_MASK] += 1
@@ -304,6 +327,15 @@ def _radix_sort(a, scratch, idx=None, idx_scratch=None):
             for i in range(n): idx[i] = idx_scratch[i]
     _from_sortable(keys)
 
+def _radix_sort(a, scratch, idx=None, idx_scratch=None):
+    """Sort the float64 array `a` (contiguous) in place by LSD radix sort; `scratch` holds at least len(a) float64.
+    With `idx` (and `idx_scratch` of the same size), `idx` is permuted along with `a`. NumPy makes the uint64 views
+    and the digit counts, so the kernel compiles the sort alone."""
+    n = a.shape[0]
+    if n < 2: return
+    counts = np.zeros((_DIGITS, 1 << _DIGIT_BITS), np.int64)
+    _radix_sort_keys(a.view(np.uint64), scratch[:n].view(np.uint64), counts, idx, idx_scratch)
+
 # %% ../nbs/01_pava.ipynb #a89edd0a
 @njit(cache=True)
 def _binary_labels(y):
@@ -326,37 +358,62 @@ def _split_by_label(x, y, pos, neg):
             j += 1
 
 @njit(cache=True)
-def _count_ties(pos, neg, ux, us, uw, fill):
-    """Merge the sorted scores of positives and negatives into distinct scores with (positives, total) counts;
-    returns their number. With `fill` False, only counts them (ux, us, uw untouched)."""
-    i = j = 0
+def _count_ties(pos, neg, ux, us, uw):
+    """Merge the sorted scores of positives `pos` and negatives `neg` into distinct scores with (positives, total)
+    counts; returns (their number, the largest total). With room in `ux`, `us`, `uw` (float64, or an unsigned
+    integer type that holds the counts) it also writes them; with empty arrays it only counts."""
+    fill = ux.shape[0] > 0
+    i = j = run = largest = 0
     m, last = -1, 0.0
     while i < pos.shape[0] or j < neg.shape[0]:
         take_pos = j == neg.shape[0] or (i < pos.shape[0] and pos[i] <= neg[j])
         v = pos[i] if take_pos else neg[j]
         if m < 0 or v != last:
-            m, last = m + 1, v
-            if fill: ux[m], us[m], uw[m] = v, 0.0, 0.0
+            m, last, run = m + 1, v, 0
+            if fill: ux[m], us[m], uw[m] = v, 0, 0
+        run += 1
+        if run > largest: largest = run
         if take_pos: i += 1
         else: j += 1
         if fill:
-            us[m] += 1.0 if take_pos else 0.0
-            uw[m] += 1.0
-    return m + 1
+            if take_pos: us[m] += 1
+            uw[m] += 1
+    return m + 1, largest
+
+_COUNT_DTYPES = ((np.uint8, 2**8 - 1), (np.uint16, 2**16 - 1), (np.uint32, 2**32 - 1), (np.float64, 2**53))
+
+def _count_dtype(largest):
+    "The smallest of uint8, uint16, uint32, float64 that holds every count up to `largest` exactly."
+    return next(t for t, top in _COUNT_DTYPES if largest <= top)
+
+def _counting_only():
+    """Empty outputs for a counting pass of `_count_ties`, with uint8 counts: the same compiled kernel as the usual
+    fill of `isocal.venn_abers` (no score repeated more than 255 times)."""
+    return np.empty(0), np.empty(0, np.uint8), np.empty(0, np.uint8)
 
 # %% ../nbs/01_pava.ipynb #2df60edd
-def _binary_score_counts(x, y, ones):
-    "(m, ux, us, uw) for 0/1 labels with unit weights, by radix-sorting each class's scores and merging them."
-    pos, neg = np.empty(ones), np.empty(x.shape[0] - ones)
-    _split_by_label(x, y, pos, neg)
+def _class_tie_groups(pos, neg):
+    """Distinct scores with their counts and label-1 counts (ux, counts, n_ones), from the scores of the label-1
+    points `pos` and of the label-0 points `neg`: both radix-sorted in place, then merged by `_count_ties`, which
+    counts first. The counts come in the smallest type that holds them (uint8 unless a score repeats more than 255
+    times)."""
     scratch = np.empty(max(pos.shape[0], neg.shape[0]))
     _radix_sort(pos, scratch)
     _radix_sort(neg, scratch)
     del scratch
-    m = _count_ties(pos, neg, pos, pos, pos, False)
-    ux, us, uw = np.empty(m), np.empty(m), np.empty(m)
-    _count_ties(pos, neg, ux, us, uw, True)
-    return m, ux, us, uw
+    m, largest = _count_ties(pos, neg, *_counting_only())
+    dtype = _count_dtype(largest)
+    ux, counts, n_ones = np.empty(m), np.empty(m, dtype), np.empty(m, dtype)
+    _count_ties(pos, neg, ux, n_ones, counts)
+    return ux, counts, n_ones
+
+def _binary_score_counts(x, y, ones):
+    "(m, ux, us, uw) for 0/1 labels with unit weights, by sorting each class's scores apart and merging them, counting."
+    pos, neg = np.empty(ones), np.empty(x.shape[0] - ones)
+    _split_by_label(x, y, pos, neg)
+    ux, counts, n_ones = _class_tie_groups(pos, neg)
+    del pos, neg
+    return ux.shape[0], ux, n_ones.astype(np.float64), counts.astype(np.float64)
 
 @njit(cache=True)
 def _count_distinct(xs):
@@ -392,18 +449,11 @@ def _distinct_score_sums(x, y, w, order=None):
     if x.shape[0] < 2**32: return _radix_score_sums(x, y, w)
     return _tie_sums(x, y, w, np.argsort(x))
 
-@njit(cache=True)
-def _block_ranges(ux, starts, nblocks, lo, hi):
-    for b in range(nblocks):
-        lo[b] = ux[starts[b]]
-        hi[b] = ux[starts[b + 1] - 1]
-
 def _pool_distinct(ux, us, uw, m, sign):
     "PAVA over the distinct scores' sums, in place: the blocks' (x_lo, x_hi, levels, starts among distinct scores)."
     starts = np.empty(m + 1, dtype=np.intp)
     nblocks = _pava_kernel(us[:m], uw[:m], True, sign, us, uw, starts)   # block b overwrites tie b <= i: safe
-    lo, hi = np.empty(nblocks), np.empty(nblocks)
-    _block_ranges(ux, starts, nblocks, lo, hi)
+    lo, hi = ux[starts[:nblocks]], ux[starts[1:nblocks + 1] - 1]       # each block's first and last score
     return lo, hi, us[:nblocks] / uw[:nblocks], starts[:nblocks + 1]
 
 def _tie_blocks(x, y, w, sign, order=None, keep_ties=False):

@@ -10,8 +10,8 @@ import numbers
 import numpy as np
 from numba import njit
 
-from .core import _grown, as_float_array, as_real_array, check_choice, check_same_length
-from .pava import _is_sorted, _radix_sort, _split_by_label
+from .core import as_float_array, as_real_array, check_choice, check_same_length
+from .pava import _class_tie_groups, _count_dtype, _counting_only, _is_sorted, _split_by_label
 from .portable import Fields, Portable, encode_floats
 
 # %% auto #0
@@ -76,30 +76,26 @@ def _gcm_slopes(w, ones, mirrored, table, sx, sy, top):
 
 _STACK_START = 64                                  # the stack's first capacity; it doubles when full
 
-@njit(cache=True)
-def _upper_slopes(w, ones, mirrored, table):
+def _upper_slopes(w, ones, mirrored: bool, table):
     """Algorithms 1-2 on the tie groups (counts `w`, label-1 counts `ones`), written into `table`:
     F1_i = table[i-1]. `mirrored`: run on the groups in reverse order with flipped labels and store
     F0_j = 1 - (that F1 at k'+1-j) = (run - rise) / run in table[j].
     The CSD points P_{-1}, P_0, ..., P_{k'} are generated on the fly (both passes read them left to right). The
-    stack starts small and doubles whenever Algorithm 1 fills it."""
-    kp = w.shape[0]
+    stack starts small and doubles whenever Algorithm 1 fills it: rarely, so here, not in a kernel."""
     sx, sy = np.empty(_STACK_START), np.empty(_STACK_START)
-    sx[0], sy[0], sx[1], sy[1] = -1.0, -1.0, 0.0, 0.0        # Algorithm 1: P_{-1}, P_0, then a lower hull
-    top, j, cx, cy = _lower_hull(w, ones, mirrored, sx, sy, np.intp(2), np.intp(0), 0.0, 0.0)
-    while j < kp:
-        sx, sy = _grown(sx, top), _grown(sy, top)
+    sx[:2], sy[:2] = (-1.0, 0.0), (-1.0, 0.0)                   # Algorithm 1: P_{-1}, P_0, then a lower hull
+    top, j, cx, cy = _lower_hull(w, ones, mirrored, sx, sy, 2, 0, 0.0, 0.0)
+    while j < w.shape[0]:
+        sx, sy = (np.concatenate((a, np.empty_like(a))) for a in (sx, sy))
         top, j, cx, cy = _lower_hull(w, ones, mirrored, sx, sy, top, j, cx, cy)
     _gcm_slopes(w, ones, mirrored, table, sx, sy, top)                  # Algorithm 2
 
-@njit(cache=True)
 def _ivap_tables(w, ones, p0_table, p1_table):
     """p1_table[i] = f1 for scores with i distinct calibration scores below (F1_{i+1}; 1 above all);
     p0_table[j] = f0 for scores with j distinct calibration scores at or below (F0_j; 0 below all)."""
-    kp = w.shape[0]
-    _upper_slopes(w, ones, np.bool_(False), p1_table)      # (not literal constants: see isocal.core)
-    p1_table[kp] = 1.0
-    _upper_slopes(w, ones, np.bool_(True), p0_table)
+    _upper_slopes(w, ones, False, p1_table)
+    p1_table[w.shape[0]] = 1.0
+    _upper_slopes(w, ones, True, p0_table)
     p0_table[0] = 0.0
 
 # %% ../nbs/04_venn_abers.ipynb #8658b68d
@@ -119,7 +115,8 @@ def _ivap_predict(ux, p0_table, p1_table, s, p0, p1):
             while lo + step <= n and ux[lo + step - 1] < v:
                 lo += step                         # steps of 1, 2, 4, ... past scores below v
                 step <<= 1
-            lo, size = max(lo, 0), min(step - 1, n - lo)   # (max: no index wraparound code below, see the text)
+            lo = lo if lo > 0 else 0               # (no index wraparound code below, see the text)
+            size = step - 1 if step - 1 < n - lo else n - lo
         while size > 0:                            # lower bound in [lo, lo + size]: ux[lo + size] >= v or lo + size = n
             half = size >> 1
             if ux[lo + half] < v:
@@ -196,14 +193,23 @@ def _merge(p0, p1, merge: str) -> np.ndarray:
     if merge == 'log': return p1 / (1.0 - p0 + p1)
     return p1 + 0.5 * p0 * p0 - 0.5 * p1 * p1
 
+def _fold_mean(a, axis: int) -> np.ndarray:
+    """The mean of `a` along `axis` (the K intervals), adding them one after another: K whole-array additions, faster
+    than NumPy's reduction over a few values per row, and the same floats however the other axes are laid out."""
+    folds = np.moveaxis(a, axis, 0)
+    total = folds[0] + 0.0                         # a new array; and -0.0 becomes 0.0, as in a sum that starts at 0
+    for fold in folds[1:]:
+        total += fold
+    return total / folds.shape[0]
+
 def _geometric_means(p0, p1, axis: int):
     "(GM(p1), GM(1 - p0)) along `axis`; a zero factor gives 0."
     with np.errstate(divide='ignore'):
-        return np.exp(np.mean(np.log(p1), axis=axis)), np.exp(np.mean(np.log1p(-p0), axis=axis))
+        return np.exp(_fold_mean(np.log(p1), axis)), np.exp(_fold_mean(np.log1p(-p0), axis))
 
 def _merge_many(p0, p1, merge: str, axis: int) -> np.ndarray:
     "The minimax merge of valid intervals along `axis`."
-    if merge == 'brier': return np.mean(_merge(p0, p1, 'brier'), axis=axis)
+    if merge == 'brier': return _fold_mean(_merge(p0, p1, 'brier'), axis)
     gm1, gm0 = _geometric_means(p0, p1, axis)
     return gm1 / (gm0 + gm1)
 
@@ -219,83 +225,34 @@ def merge_intervals(p0, p1, *, merge: str = 'log', axis: int = -1) -> np.ndarray
     return _merge_many(p0, p1, merge, axis)
 
 # %% ../nbs/04_venn_abers.ipynb #6d2b8e41
-_COUNT_DTYPES = ((np.uint8, 2**8 - 1), (np.uint16, 2**16 - 1), (np.uint32, 2**32 - 1), (np.float64, 2**53))
-
-def _count_dtype(largest):
-    "The smallest of uint8, uint16, uint32, float64 that holds every count up to `largest` exactly."
-    return next(t for t, top in _COUNT_DTYPES if largest <= top)
-
 @njit(cache=True)
-def _count_sorted_groups(x):
-    "(number of distinct scores, size of the largest tie group) of the sorted scores `x`."
-    m = run = largest = 0
+def _sorted_groups_pass(x, y, ux, counts, ones):
+    """(number of tie groups, size of the largest) of the sorted scores `x` with 0/1 labels `y`. With room in `ux`,
+    `counts` and `ones` (not empty), also each distinct score (its first occurrence), its count and label-1 count."""
+    fill = ux.shape[0] > 0
+    m, run, largest = -1, 0, 0
     for i in range(x.shape[0]):
-        if i == 0 or x[i] != x[i - 1]:
+        if m < 0 or x[i] != x[i - 1]:
             m, run = m + 1, 0
+            if fill: ux[m], counts[m], ones[m] = x[i], 0, 0
         run += 1
-        largest = max(largest, run)
-    return m, largest
+        if run > largest: largest = run
+        if fill:
+            counts[m] += 1
+            if y[i] == 1.0: ones[m] += 1
+    return m + 1, largest
 
-@njit(cache=True)
-def _fill_sorted_groups(x, y, ux, counts, ones):
-    "Each distinct score of the sorted scores `x` (its first occurrence), its count and number of labels `y` = 1."
-    m = -1
-    for i in range(x.shape[0]):
-        if m < 0 or x[i] != ux[m]:
-            m += 1
-            ux[m], counts[m], ones[m] = x[i], 0, 0
-        counts[m] += 1
-        if y[i] == 1.0: ones[m] += 1
-
-@njit(cache=True)
-def _count_merged_groups(pos, neg):
-    "(number of distinct scores, size of the largest tie group) of the sorted label-1 and label-0 scores together."
-    i = j = m = run = largest = 0
-    last = 0.0
-    while i < pos.shape[0] or j < neg.shape[0]:
-        take_pos = j == neg.shape[0] or (i < pos.shape[0] and pos[i] <= neg[j])
-        v = pos[i] if take_pos else neg[j]
-        if m == 0 or v != last:
-            m, last, run = m + 1, v, 0
-        run += 1
-        largest = max(largest, run)
-        if take_pos: i += 1
-        else: j += 1
-    return m, largest
-
-@njit(cache=True)
-def _fill_merged_groups(pos, neg, ux, counts, ones):
-    "The groups `_count_merged_groups` counted: each distinct score (its first in the merge), count, label-1 count."
-    i = j = 0
-    m = -1
-    while i < pos.shape[0] or j < neg.shape[0]:
-        take_pos = j == neg.shape[0] or (i < pos.shape[0] and pos[i] <= neg[j])
-        v = pos[i] if take_pos else neg[j]
-        if m < 0 or v != ux[m]:
-            m += 1
-            ux[m], counts[m], ones[m] = v, 0, 0
-        counts[m] += 1
-        if take_pos:
-            ones[m] += 1
-            i += 1
-        else: j += 1
+def _sorted_groups(s, y):
+    "Tie groups (scores, counts, n_ones) of sorted scores `s` with 0/1 labels `y`: one pass counts them, one writes them."
+    m, largest = _sorted_groups_pass(s, y, *_counting_only())
+    scores, counts, ones = _empty_groups(m, largest)
+    _sorted_groups_pass(s, y, scores, counts, ones)
+    return scores, counts, ones
 
 def _empty_groups(m: int, largest):
     "Uninitialised (scores, counts, n_ones) for `m` tie groups of at most `largest` points each."
     dtype = _count_dtype(largest)
     return np.empty(m), np.empty(m, dtype), np.empty(m, dtype)
-
-def _sorted_groups(s, y):
-    "Tie groups (scores, counts, n_ones) of sorted scores `s` with 0/1 labels `y`."
-    groups = _empty_groups(*_count_sorted_groups(s))
-    _fill_sorted_groups(s, y, *groups)
-    return groups
-
-def _merged_groups(pos, neg):
-    "Tie groups (scores, counts, n_ones) of the sorted scores of the label-1 points `pos` and label-0 points `neg`."
-    groups = _empty_groups(*_count_merged_groups(pos, neg))
-    _fill_merged_groups(pos, neg, *groups)
-    return groups
 
 # %% ../nbs/04_venn_abers.ipynb #804bbd1e
 def _checked_groups(state: Fields):
@@ -333,11 +290,7 @@ class VennAbers(Portable):
             pos, neg = np.empty(n_ones), np.empty(s.shape[0] - n_ones)
             _split_by_label(s, y, pos, neg)
             del s, y                                   # frees the float64 copies, if the input needed converting
-            scratch = np.empty(max(pos.shape[0], neg.shape[0]))
-            _radix_sort(pos, scratch)
-            _radix_sort(neg, scratch)
-            del scratch
-            groups = _merged_groups(pos, neg)
+            groups = _class_tie_groups(pos, neg)       # as isotonic regression pools 0/1 labels (isocal.pava)
             del pos, neg
         return self._set_groups(*groups)
 
@@ -391,7 +344,7 @@ def _cvap_log_and_interval(p0, p1, axis: int) -> tuple[np.ndarray, np.ndarray, n
     GM(p1) / (GM(1 - p0) + GM(p1)) as `_merge_many` gives it, and (min(AM(p0), GM(p1)), max(AM(p1), 1 - GM(1 - p0)))."""
     gm1, gm0 = _geometric_means(p0, p1, axis)
     p_log = gm1 / (gm0 + gm1)
-    lo, hi = np.minimum(np.mean(p0, axis=axis), gm1), np.maximum(np.mean(p1, axis=axis), 1.0 - gm0)
+    lo, hi = np.minimum(_fold_mean(p0, axis), gm1), np.maximum(_fold_mean(p1, axis), 1.0 - gm0)
     for p in (p_log, _merge_many(p0, p1, 'brier', axis)):              # both merges: absorbs rounding only
         lo, hi = np.minimum(lo, p), np.maximum(hi, p)
     return p_log, lo, hi

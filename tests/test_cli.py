@@ -606,15 +606,17 @@ def test_duplicate_column_is_refused(tmp_path, capsys):
 
 # ---------------------------------------------------------------- CVAP: one definition, p0 <= p <= p1 (issue 12, 1)
 
-def test_calibrate_cvap_uses_the_library_interval(tmp_path, scores_csv):
+@pytest.mark.parametrize("n_splits", [4, 9, 20])  # the CLI lays the fold intervals out by row, the library by column
+def test_calibrate_cvap_uses_the_library_interval(tmp_path, scores_csv, n_splits):
     from isocal.venn_abers import CrossVennAbers, fold_ids
     path, s, y = scores_csv
     out = tmp_path / "out.csv"
-    assert main(["calibrate", str(path), "--method", "cvap", "--n-splits", "4", "--seed", "3", "--out", str(out)]) == 0
+    assert main(["calibrate", str(path), "--method", "cvap", "--n-splits", str(n_splits), "--seed", "3",
+                 "--out", str(out)]) == 0
     header, table = read_csv(out)
     assert header == ["score", "probability", "p0", "p1"]
-    cvap = CrossVennAbers().fit(s, y, fold_ids(len(s), 4, random_state=3))
-    columns = np.repeat(s[:, None], 4, axis=1)
+    cvap = CrossVennAbers().fit(s, y, fold_ids(len(s), n_splits, random_state=3))
+    columns = np.repeat(s[:, None], n_splits, axis=1)
     p0, p1 = cvap.predict_interval(columns)
     np.testing.assert_array_equal(table[:, 2], p0)
     np.testing.assert_array_equal(table[:, 3], p1)
@@ -1191,6 +1193,7 @@ def test_blocks_and_threads_write_the_same_file(tmp_path, tied_scores, monkeypat
     monkeypatch.setattr("isocal.cli.BLOCK_ROWS", 16)
     monkeypatch.setattr("isocal.cli.FORMAT_ROWS", 5)
     monkeypatch.setattr("isocal.cli.WRITE_THREADS", threads)
+    monkeypatch.setattr("isocal.cli._CVAP_PIECE", 5 + 5 * threads)  # CVAP intervals merged 1, 2 or 4 rows at a time
     assert main([*argv, "--out", str(tmp_path / "blocks.csv")]) == 0
     assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
     assert main([*argv, "--out", str(tmp_path / "blocks.parquet")]) == 0

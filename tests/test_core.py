@@ -641,7 +641,7 @@ for info in pkgutil.iter_modules(isocal.__path__):
 def test_no_kernel_is_compiled_for_a_literal_argument(tmp_path):
     """Every module's first call (bench/startup.py's entry points) in a fresh process with an empty Numba cache: no
     isocal kernel may be compiled for a `Literal` argument type, since each such specialisation compiles the kernel
-    and its callees once more on the user's first call (see "Two kernel rules" in nbs/00_core.ipynb)."""
+    and its callees once more on the user's first call (see "Three kernel rules" in nbs/00_core.ipynb)."""
     script = ISOCAL_DIR.parent / "bench" / "startup.py"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", _LITERAL_SCAN, str(script)], env=env, capture_output=True, text=True,

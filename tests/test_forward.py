@@ -632,3 +632,23 @@ def test_loo_predictions_own_their_memory(method):
     x, y = r.uniform(size=50), (r.uniform(size=50) < 0.5).astype(float)
     pred = loo_predictions(x, y, method)
     assert pred.flags.owndata and pred.shape == (50,)
+
+
+def test_no_kernel_raises_to_a_power():
+    """`x ** 2` inside a Numba kernel compiles a power routine (not cached) into that kernel on the user's first call;
+    the kernels of isocal.forward multiply instead (see "The kernels, laid out for the first call" in
+    nbs/05_forward.ipynb). Python code around the kernels may use `**`."""
+    import ast
+    import inspect
+    import textwrap
+
+    from numba.core.dispatcher import Dispatcher
+
+    import isocal.forward as forward
+    kernels = {name: k.py_func for name, k in vars(forward).items()
+               if isinstance(k, Dispatcher) and k.py_func.__module__ == forward.__name__}
+    assert {"_loo_kernel", "_pool_around", "_push", "_o2b_exact"} <= set(kernels)
+    powers = [name for name, f in kernels.items()
+              if any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)
+                     for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(f)))))]
+    assert powers == []

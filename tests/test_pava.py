@@ -588,6 +588,34 @@ def test_staircase_hand_example(interpolation, oob):
     assert sc.n_steps == 3 and list(sc.thresholds) == LO
 
 
+def _query_orders(lo, hi, rng):
+    "Queries inside [lo[0], hi[-1]] (every block's ends, gaps, random points) in orders that exercise every search path."
+    t = np.concatenate([lo, hi, (hi[:-1] + lo[1:]) / 2, rng.uniform(lo[0], hi[-1], 3000)])
+    s = np.sort(t)
+    strided = np.concatenate([s[::k] for k in (1, 3, 40, 63, 64, 65, 129, 700)])   # in order, jumps around _GALLOP
+    return {"sorted": s, "reversed": s[::-1], "random": rng.permutation(t), "strided": strided,
+            "zigzag": np.concatenate([s[i::50] for i in range(50)])}
+
+
+@pytest.mark.parametrize("n_blocks", [1, 2, 70, 3000])
+def test_staircase_finds_every_block_in_any_query_order(n_blocks):
+    """Block lookup (bisection, reuse of the last block, galloping after short forward moves) against
+    `np.searchsorted`; levels 0, 1, 2, ... make the step value the block index itself."""
+    rng = np.random.default_rng(n_blocks)
+    edges = np.sort(rng.choice(10 * n_blocks + 10, size=2 * n_blocks, replace=False)).astype(float)
+    lo, hi = edges[0::2], edges[1::2]
+    hi[::3] = lo[::3]                                       # some single-score blocks
+    step = Staircase(lo, hi, np.arange(n_blocks, dtype=float))
+    linear = Staircase(lo, hi, np.arange(n_blocks, dtype=float) ** 2, interpolation="linear")
+    for order, t in _query_orders(lo, hi, rng).items():
+        block = np.searchsorted(lo, t, side="right") - 1
+        np.testing.assert_array_equal(step(t), block, err_msg=order)
+        gap = t > hi[block]
+        expected = block.astype(float) ** 2
+        nxt = np.minimum(block + 1, n_blocks - 1)
+        expected[gap] += (2 * block[gap] + 1) * (t[gap] - hi[block[gap]]) / (lo[nxt[gap]] - hi[block[gap]])
+        np.testing.assert_allclose(linear(t), expected, rtol=1e-12, err_msg=order)
+
 @pytest.mark.parametrize("oob", ["nan", "clip", "raise"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_staircase_rejects_nonfinite_queries(oob, bad):

@@ -15,7 +15,7 @@ from scipy.optimize import isotonic_regression as scipy_isotonic
 
 from isocal.calibration import VennAbersCalibrator
 from isocal.portable import Portable
-from isocal.venn_abers import CrossVennAbers, VennAbers, _cvap_interval, fold_ids, merge_intervals
+from isocal.venn_abers import CrossVennAbers, VennAbers, _cvap_interval, _fold_mean, fold_ids, merge_intervals
 
 
 # ---------------------------------------------------------------- independent references
@@ -333,6 +333,27 @@ def test_cvap_is_per_fold_ivaps_merged_by_geometric_means():
     brier = np.mean(p1 + p0 ** 2 / 2 - p1 ** 2 / 2, axis=1)
     np.testing.assert_allclose(cv.predict_proba(T, merge="brier"), brier, rtol=1e-12)
 
+
+@pytest.mark.parametrize("k", [1, 2, 5, 9, 20])
+def test_merges_give_the_same_floats_with_the_folds_on_any_axis(k):
+    """The means over the K intervals add them one after another (`_fold_mean`), so merging with the intervals along
+    the last axis, the first or a middle one gives the same bits (the command line relies on it)."""
+    rng = np.random.default_rng(k)
+    p0 = rng.uniform(size=(30, 4, k)) * 10.0 ** -rng.integers(0, 12, (30, 4, k))
+    p1 = np.minimum(1.0, p0 + rng.uniform(size=p0.shape))
+    p0[rng.uniform(size=p0.shape) < 0.1] = 0.0
+    for merge in ("log", "brier"):
+        last = merge_intervals(p0, p1, merge=merge, axis=-1)
+        for axis in (0, 1):
+            moved = merge_intervals(np.moveaxis(p0, -1, axis).copy(), np.moveaxis(p1, -1, axis).copy(), merge=merge,
+                                    axis=axis)
+            assert moved.tobytes() == last.tobytes(), (merge, axis)
+    lo, hi = _cvap_interval(p0, p1, axis=-1)
+    lo0, hi0 = _cvap_interval(np.moveaxis(p0, -1, 0).copy(), np.moveaxis(p1, -1, 0).copy(), axis=0)
+    assert lo.tobytes() == lo0.tobytes() and hi.tobytes() == hi0.tobytes()
+    sequential = p0[..., 0] + 0.0
+    for j in range(1, k): sequential += p0[..., j]
+    assert (_fold_mean(p0, -1)).tobytes() == (sequential / k).tobytes()
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int64])
 def test_cvap_folds_are_fitted_exactly_as_ivaps_of_their_samples(dtype):
