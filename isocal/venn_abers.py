@@ -390,6 +390,19 @@ def _check_folds(folds) -> np.ndarray:
         raise TypeError(f"`folds` must be a 1-D array of integers, got dtype {f.dtype} and shape {f.shape}")
     return f
 
+@njit(cache=True)
+def _split_fold_by_label(s, y, folds, fold, pos, neg):
+    "The scores `s` of the samples in fold `fold`: label 1 into `pos`, label 0 into `neg`, each in the samples' order."
+    i = j = 0
+    for k in range(s.shape[0]):
+        if folds[k] == fold:
+            if y[k] == 1.0:
+                pos[i] = s[k]
+                i += 1
+            else:
+                neg[j] = s[k]
+                j += 1
+
 class CrossVennAbers(Portable):
     """Cross Venn–Abers predictor (CVAP) on scores: one IVAP per fold, calibrated on that fold's out-of-fold scores.
 
@@ -409,11 +422,13 @@ class CrossVennAbers(Portable):
         counts = np.bincount(f, minlength=n_splits) if f.size and f.min() >= 0 else None
         if counts is None or n_splits < 2 or (counts == 0).any():
             raise ValueError("`folds` must number the folds 0, 1, ..., K-1 with K >= 2 and no fold empty")
+        ones = np.bincount(f, weights=y, minlength=n_splits).astype(np.intp)    # each fold's label-1 samples
         self.ivaps_ = []
-        for j in range(n_splits):                  # a boolean mask per fold (n bytes), in the samples' order
-            in_fold = f == j
-            self.ivaps_.append(VennAbers().fit(s[in_fold], y[in_fold]))
-        del in_fold
+        for j in range(n_splits):                  # each fold's two classes, pooled as `VennAbers.fit` pools them
+            pos, neg = np.empty(ones[j]), np.empty(counts[j] - ones[j])
+            _split_fold_by_label(s, y, f, j, pos, neg)
+            self.ivaps_.append(VennAbers()._set_groups(*_class_tie_groups(pos, neg)))
+            del pos, neg
         self.n_splits_ = n_splits
         return self
 
