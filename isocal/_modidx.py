@@ -870,8 +870,6 @@ d = { 'settings': { 'branch': 'main',
                                    'isocal.venn_abers._real_array': ('venn_abers.html#_real_array', 'isocal/venn_abers.py'),
                                    'isocal.venn_abers._sorted_groups': ('venn_abers.html#_sorted_groups', 'isocal/venn_abers.py'),
                                    'isocal.venn_abers._sorted_groups_pass': ('venn_abers.html#_sorted_groups_pass', 'isocal/venn_abers.py'),
-                                   'isocal.venn_abers._split_fold_by_label': ( 'venn_abers.html#_split_fold_by_label',
-                                                                               'isocal/venn_abers.py'),
                                    'isocal.venn_abers._upper_slopes': ('venn_abers.html#_upper_slopes', 'isocal/venn_abers.py'),
                                    'isocal.venn_abers.fold_ids': ('venn_abers.html#fold_ids', 'isocal/venn_abers.py'),
                                    'isocal.venn_abers.merge_intervals': ('venn_abers.html#merge_intervals', 'isocal/venn_abers.py')}}}

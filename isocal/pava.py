@@ -347,9 +347,12 @@ def _binary_labels(y):
     return ones
 
 @njit(cache=True)
-def _split_by_label(x, y, pos, neg):
+def _split_by_label(x, y, pos, neg, folds=None, fold=0):
+    """The scores `x` with label `y` 1 into `pos` and the others into `neg`, each in the samples' order; with `folds`,
+    only the samples in fold `fold` (a cross Venn–Abers predictor's, `isocal.venn_abers`)."""
     i = j = 0
     for k in range(x.shape[0]):
+        if folds is not None and folds[k] != fold: continue
         if y[k] == 1.0:
             pos[i] = x[k]
             i += 1

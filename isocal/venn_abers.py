@@ -390,19 +390,6 @@ def _check_folds(folds) -> np.ndarray:
         raise TypeError(f"`folds` must be a 1-D array of integers, got dtype {f.dtype} and shape {f.shape}")
     return f
 
-@njit(cache=True)
-def _split_fold_by_label(s, y, folds, fold, pos, neg):
-    "The scores `s` of the samples in fold `fold`: label 1 into `pos`, label 0 into `neg`, each in the samples' order."
-    i = j = 0
-    for k in range(s.shape[0]):
-        if folds[k] == fold:
-            if y[k] == 1.0:
-                pos[i] = s[k]
-                i += 1
-            else:
-                neg[j] = s[k]
-                j += 1
-
 class CrossVennAbers(Portable):
     """Cross Venn–Abers predictor (CVAP) on scores: one IVAP per fold, calibrated on that fold's out-of-fold scores.
 
@@ -426,7 +413,7 @@ class CrossVennAbers(Portable):
         self.ivaps_ = []
         for j in range(n_splits):                  # each fold's two classes, pooled as `VennAbers.fit` pools them
             pos, neg = np.empty(ones[j]), np.empty(counts[j] - ones[j])
-            _split_fold_by_label(s, y, f, j, pos, neg)
+            _split_by_label(s, y, pos, neg, f, j)
             self.ivaps_.append(VennAbers()._set_groups(*_class_tie_groups(pos, neg)))
             del pos, neg
         self.n_splits_ = n_splits
