@@ -17,8 +17,8 @@ d. Rows of 'first_min' from random starting weights against B; the growth expone
    (the reference's grew roughly as B^2.2); sizes stop at 8000 since the count grows like B^2.
 e. First call in fresh subprocesses: cold (empty NUMBA_CACHE_DIR: compile) and warm (cached) — the time of
    `import isocal.aum` plus one small line search and one aum().
-f. One gradient-descent step at B = 5,000 (--quick: 2,000) from random weights: the step rule as the descent runs it now (one
-   `_descent_search` call, reusing the gradient's sort) against the per-call path it used before
+f. One gradient-descent step at B = 5,000 (--quick: 2,000) from random weights: the step rule as the descent runs it
+   (`_descent_search`: lines in NumPy, the gradient's sort reused, the short table) against the public path
    (`aum_line_search` + `_decreases`: checks, lines in NumPy, a fresh sort, the full table), for 'linear' and
    'first_min', and the default 25-point grid step; crossings visited per search.
 g. Time against B and I (Section 4.4, O((B + I) log B)): B grows with I = B rows, then I grows at B = 10,000;
@@ -97,7 +97,7 @@ def first_call(cache_dir=None):
 
 
 def descent_step(B, repeat):
-    """f: seconds per step rule at one iterate, now (one call) and on the old per-call path, with the traced peak
+    """f: seconds per step rule at one iterate, on the descent's path and on the public one, with the traced peak
     bytes of each (now_peak, old_peak); crossings visited."""
     X, y, w = binary_data(B, seed=4)
     bp = binary_breakpoints(y)
@@ -108,7 +108,8 @@ def descent_step(B, repeat):
     out = {}
     for method in ('linear', 'first_min'):
         f_now = lambda: _choose_step(method, bp, X, w, direction, None, 0.1, grid, None, pred, order)
-        f_old = lambda: (lambda q: (q, _decreases(q)))(aum_line_search(bp, X, w, direction, stop=method))
+        f_old = lambda: (lambda q: (q, _decreases(q.step_size, q.aum, q.aum_slope_after, q.aum_tol, q.step)))(
+            aum_line_search(bp, X, w, direction, stop=method))
         now, res = best_time(f_now, repeat)
         old, ref = best_time(f_old, repeat)
         assert res[0] == ref[0].step
@@ -220,8 +221,8 @@ def main():
           f"(peak RSS {rss(results['first_call_warm_rss'])})")
     ds = results['descent_step']
     Bf = 2_000 if args.quick else 5_000
-    print(f"f. one descent step from random weights (B = {Bf:,}): step rule, ms now / before (per-call path), "
-          "crossings I, peak arrays of B + I (MB) now / before")
+    print(f"f. one descent step from random weights (B = {Bf:,}): step rule, ms descent / public path, "
+          "crossings I, peak arrays of B + I (MB) descent / public")
     for m in ('linear', 'first_min'):
         n_mem = Bf + ds[m]['crossings']
         print(f"   {m:10s} {1e3 * ds[m]['now']:9.2f} {1e3 * ds[m]['old']:9.2f}   {ds[m]['crossings']:<8,} "

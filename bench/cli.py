@@ -10,8 +10,9 @@ with their labels, written once as a CSV file `score,label` (shortest round-trip
 Each command runs in a fresh process, as a user would run it:
 - the I/O floor: `python -c` that reads the file with pyarrow's CSV reader and writes two float columns back with
   pyarrow's CSV writer;
-- `isocal calibrate FILE --method M --out OUT` for every method (the Numba cache is warmed first by one run on a small
-  file, so the times are those of a user's second and later runs).
+- `isocal calibrate FILE --method M --out OUT` for every method, by the `isocal` script's code (`console_main`) in
+  `python -c` (the Numba cache is warmed first by one run on a small file, so the times are those of a user's second
+  and later runs).
 
 Reported per size and command: wall time (best of `--repeat`), ratio to the floor (target <= 2.5), the child's CPU
 time (user + system, from GNU `/usr/bin/time`; above the wall time when it used more than one core), its peak RSS,
@@ -37,7 +38,7 @@ ARRAYS_TARGET = 6  # the two parsed columns plus at most four arrays of n
 FLOOR_CODE = ("import sys, pyarrow as pa, pyarrow.csv as c; t = c.read_csv(sys.argv[1]); s = t.column('score'); "
               "c.write_csv(pa.table({'score': s, 'probability': s}), sys.argv[2])")
 TIME = "/usr/bin/time"  # GNU time: %M is the peak RSS of the command in KiB
-ISOCAL_CODE = "import sys; from isocal.cli import main; sys.exit(main(sys.argv[1:]))"
+ISOCAL_CODE = "import sys; from isocal.cli import console_main; sys.exit(console_main())"  # the `isocal` script's code
 
 
 def make_scores(n: int, path: str) -> None:
@@ -90,8 +91,10 @@ def main() -> None:
     if not os.path.exists(tiny):
         make_scores(1000, tiny)
     base_rss = {}
-    for method in args.methods:  # warms the Numba cache and measures the RSS of the imports
-        base_rss[method] = run([python, "-c", ISOCAL_CODE, "calibrate", tiny, "--method", method, "--out", out])[1]
+    for method in args.methods:
+        tiny_run = [python, "-c", ISOCAL_CODE, "calibrate", tiny, "--method", method, "--out", out]
+        run(tiny_run)                           # warms the Numba cache (a run that compiles has a larger RSS)
+        base_rss[method] = run(tiny_run)[1]     # the RSS of the imports
     base_rss["floor"] = run([python, "-c", FLOOR_CODE, tiny, out])[1]
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}")

@@ -200,8 +200,8 @@ def main(argv=None) -> int:
               f"{'yes' if above <= TARGET_ABOVE_BASELINE else 'NO':<3}{_mb(cold_rss):>9}{_mb(warm_rss):>9}")
     if not args.no_demo:
         with tempfile.TemporaryDirectory() as out:
-            demo = (f"import sys; from isocal.cli import main; "
-                    f"sys.exit(main(['demo', '--out', {os.path.join(out, 'r.png')!r}]))")
+            demo = (f"import sys; sys.argv[1:] = ['demo', '--out', {os.path.join(out, 'r.png')!r}]; "
+                    f"from isocal.cli import console_main; sys.exit(console_main())")   # the `isocal` script's code
             cold, warm, cold_rss, warm_rss = cold_and_warm(demo, args.repeat)
         print(f"\nisocal demo: cold {cold:.2f} s ({_mb(cold_rss)} MB peak RSS), warm {warm:.2f} s ({_mb(warm_rss)} MB), "
               f"ratio {cold / warm:.2f} (target <= {DEMO_RATIO_TARGET:.1f}: "

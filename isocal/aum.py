@@ -287,9 +287,11 @@ def roc_curve(breakpoints: Breakpoints, pred) -> RocCurve:
     return RocCurve(np.append(-np.inf, t), np.append(t, np.inf), fp_k, fn_k, FN[0] - fn_k, np.minimum(fp_k, fn_k))
 
 # %% ../nbs/07_aum.ipynb #e858c96c
-def _sort_lines(e, d):
-    "Order of the lines by intercept, ties by slope: the order of the thresholds just after s = 0."
-    order = np.argsort(e, kind='stable')
+def _sort_lines(e, d, order=None):
+    """Order of the lines by intercept, ties by slope, then by index: the order of the thresholds just after s = 0.
+    `order`, if given, sorts `e` already with ties in any order (the descent reuses the gradient's sort of the same
+    thresholds); without ties it is the answer."""
+    if order is None: order = np.argsort(e, kind='stable')
     es = e[order]
     if np.any(es[1:] == es[:-1]): order = np.lexsort((d, e))      # ties at s = 0 (e.g. all weights zero)
     return order
@@ -746,6 +748,14 @@ def _check_stop(stop, n_lines):
 def _check_max_step(max_step):
     return np.inf if max_step is None else _check_positive(max_step, 'max_step')
 
+def _line_search_rows(e, d, fp, fn, stop_code, max_rows, max_step, full, order=None):
+    """(number of lines, and the kernel's float rows, int rows, chosen step and crossings) for the lines e + s·d
+    carrying error jumps (fp, fn), sorted by `_sort_lines` (from `order` if given), identical lines merged and lines
+    without a jump dropped; None when no line is left."""
+    E, D, FP, FN = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d, order))
+    if E.shape[0] == 0: return None
+    return (E.shape[0], *_line_search_kernel(E, D, FP, FN, stop_code, max_rows, max_step, full))
+
 def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min', max_step=None) -> LineSearchResult:
     """Exact AUM/AUC line search on threshold lines T_b(s) = intercept_b + s·slope_b, each carrying error jumps
     (fp_diff_b, fn_diff_b). `stop`: 'first_min' (the first AUM minimum; the midpoint of a flat one), 'max_auc' (stop
@@ -758,16 +768,16 @@ def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min
     check_same_length(intercept=e, slope=d, fp_diff=fp, fn_diff=fn)
     code, max_rows = _check_stop(stop, e.shape[0])
     ms = _check_max_step(max_step)
-    E, D, FP, FN = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
-    if E.shape[0] == 0: raise ValueError("no line changes FP or FN: `fp_diff` and `fn_diff` are all zero")
-    rows_f, rows_i, chosen, _ = _line_search_kernel(E, D, FP, FN, code, max_rows, ms, True)
+    path = _line_search_rows(e, d, fp, fn, code, max_rows, ms, True)
+    if path is None: raise ValueError("no line changes FP or FN: `fp_diff` and `fn_diff` are all zero")
+    n_lines, rows_f, rows_i, chosen, _ = path
     if not np.all(np.isfinite(rows_f)):
         raise ValueError("the AUM/AUC path overflows float64: rescale `intercept` and `slope`, or `fp_diff` and "
                          f"`fn_diff` (largest magnitudes {max(np.abs(e).max(), np.abs(d).max()):g}, "
                          f"{max(np.abs(fp).max(), np.abs(fn).max()):g})")
     col = lambda k: rows_f[:, k].copy()
     return LineSearchResult(col(0), col(1), col(2), col(3), col(4), rows_i[:, 0].copy(), rows_i[:, 1].copy(),
-                            float(chosen), stop, int(E.shape[0]), col(5), col(6))
+                            float(chosen), stop, n_lines, col(5), col(6))
 
 def _check_model(X, weights, breakpoints, direction=None):
     _check_breakpoints(breakpoints)
@@ -802,54 +812,25 @@ def aum_line_search(breakpoints: Breakpoints, X, weights, direction=None, *, sto
     return aum_line_search_lines(intercept, slope, bp.fp_diff, bp.fn_diff, stop=stop, max_step=max_step)
 
 # %% ../nbs/07_aum.ipynb #6bdf1894
-@njit(cache=True)
-def _ties_by_slope(e, d, order):
-    """`order`, which sorts `e` with ties in any order, made the order of `_sort_lines`: runs of equal intercepts
-    by slope, then by index. O(B) when nothing ties."""
-    out = order.copy()
-    n = out.shape[0]
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and e[out[j]] == e[out[i]]: j += 1
-        if j - i > 1:
-            run = np.sort(out[i:j])                                   # by index,
-            by_slope = run[np.argsort(d[run], kind='mergesort')]      # then stably by slope
-            for k in range(j - i): out[i + k] = by_slope[k]
-        i = j
-    return out
+def _decreases(step_size, aum, aum_slope_after, aum_tol, step) -> bool:
+    """Does the AUM at `step` lie certainly below the AUM at s = 0 (by the tie rule)? From the columns of a search's
+    rows: step size, AUM, its slope after the row and its rounding bound."""
+    i = int(np.searchsorted(step_size, step, side='right'))
+    at, k = min(max(i - 1, 0), len(step_size) - 1), min(i, len(step_size) - 1)
+    return _above(aum[0], aum_tol[0], aum[at] + (step - step_size[at]) * aum_slope_after[at], aum_tol[k])
 
-@njit(cache=True)
-def _descent_lines(value, example, fp, fn, pred, pdir, order):
-    """The merged threshold lines of the breakpoints at predictions `pred` moving with `pdir` (intercept v − pred,
-    slope −pdir), in the order of `aum_line_search`; `order` sorts the intercepts (ties in any order)."""
-    B = value.shape[0]
-    e, d = np.empty(B), np.empty(B)
-    for b in range(B):
-        e[b] = value[b] - pred[example[b]]
-        d[b] = -pdir[example[b]]
-    return _merged_sorted_lines(e, d, fp, fn, _ties_by_slope(e, d, order))
-
-@njit(cache=True)
-def _rows_decrease(rows, step):
-    "`_decreases` on the short rows (step, aum, slope_after, aum bound) of the kernel run without `full`."
-    n = rows.shape[0]
-    steps = rows[:, 0].copy()
-    k = min(np.searchsorted(steps, step, side='right'), n - 1)
-    j = min(max(np.searchsorted(steps, step, side='right') - 1, 0), n - 1)
-    at = rows[j, 1] + (step - rows[j, 0]) * rows[j, 2]
-    return _above(rows[0, 1], rows[0, 3], at, rows[k, 3])
-
-@njit(cache=True)
-def _descent_search(value, example, fp, fn, pred, pdir, order, stop_code, max_rows, max_step):
-    """One exact line search of the gradient descent in a single call (see `_descent_lines`); the same computation as
-    `aum_line_search`. Returns (chosen step, rows, crossings, does the AUM certainly decrease, all finite)."""
-    E, D, FP, FN = _descent_lines(value, example, fp, fn, pred, pdir, order)
-    if E.shape[0] == 0: return 0.0, 1, 0, False, True
-    full = stop_code < 0        # False, but known only at run time: a literal False compiled a ~10% slower kernel
-    rows, _, chosen, crossings = _line_search_kernel(E, D, FP, FN, stop_code, max_rows, max_step, full)
-    finite = np.all(np.isfinite(rows))
-    return chosen, rows.shape[0], crossings, finite and _rows_decrease(rows, chosen), finite
+def _descent_search(bp, pred, pdir, order, stop_code, max_rows, max_step):
+    """One exact line search of the gradient descent, at predictions `pred` moving with `pdir` (intercepts v − pred,
+    slopes −pdir); `order` sorts the intercepts (the gradient's sort). Returns (chosen step, rows, crossings, does the
+    AUM certainly decrease); the same computation as `aum_line_search`."""
+    with np.errstate(over='ignore'): e = bp.value - pred[bp.example]
+    path = _line_search_rows(e, -pdir[bp.example], bp.fp_diff, bp.fn_diff, stop_code, max_rows, max_step, False, order)
+    if path is None: return 0.0, 1, 0, False
+    _, rows, _, chosen, crossings = path
+    if not np.all(np.isfinite(rows)):
+        raise ValueError("the AUM/AUC path overflows float64 along this gradient step: rescale `X` or the "
+                         "breakpoints' error jumps")
+    return float(chosen), rows.shape[0], int(crossings), _decreases(*rows.T, chosen)
 
 # %% ../nbs/07_aum.ipynb #ce40eee4
 GD_METHODS = ('first_min', 'linear', 'quadratic', 'max_auc', 'constant', 'grid')   # step-size rules of aum_gradient_descent
@@ -878,23 +859,12 @@ def _best_auc_step(res: LineSearchResult) -> float:
     aucs = np.column_stack([res.auc_at, res.auc_after]).ravel()[1:]
     return float(steps[_first_tied_min(-aucs, np.repeat(res.auc_tol, 2)[1:])])
 
-def _decreases(res: LineSearchResult) -> bool:
-    "Does the AUM at the chosen step lie certainly below the AUM at s = 0 (by the tie rule)?"
-    k = min(int(np.searchsorted(res.step_size, res.step, side='right')), len(res) - 1)
-    return _above(res.aum[0], res.aum_tol[0], float(res.aum_at(res.step)), res.aum_tol[k])
-
 def _choose_step(method, bp, X, w, direction, val, step, grid, max_step, pred, order):
     """(step size, line-search rows, crossings visited, does the step certainly decrease the subtrain AUM or None if
     not known); `pred` = X @ w and `order` sorts its thresholds (from the gradient's `_aum_sorted`)."""
     if method in ('first_min', 'linear', 'quadratic'):
         code, max_rows = _check_stop(method, bp.value.shape[0])
-        s, rows, crossings, decreases, finite = _descent_search(
-            bp.value, bp.example, bp.fp_diff, bp.fn_diff, pred, X @ direction, order, code, max_rows,
-            _check_max_step(max_step))
-        if not finite:
-            raise ValueError("the AUM/AUC path overflows float64 along this gradient step: rescale `X` or the "
-                             "breakpoints' error jumps")
-        return s, rows, crossings, decreases
+        return _descent_search(bp, pred, X @ direction, order, code, max_rows, _check_max_step(max_step))
     if method == 'max_auc':
         r = aum_line_search(val[0], val[1], w, direction, stop='quadratic', max_step=max_step)
         return _best_auc_step(r), len(r), int(r.intersections.sum()), None

@@ -9,6 +9,7 @@ import argparse
 import collections
 import contextlib
 import csv
+import gc
 import io
 import math
 import os
@@ -28,7 +29,7 @@ __all__ = ['PROGRESS_DELAY', 'BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'REA
            'DEMO_LEVEL', 'MODEL_CLASSES', 'SEED_MAX', 'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations',
            'read_columns', 'check_binary_labels', 'check_output', 'replace_file', 'write_columns', 'demo_description',
            'demo_data', 'demo_probabilities', 'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo',
-           'format_table', 'load_model', 'warmup', 'build_parser', 'main']
+           'format_table', 'load_model', 'warmup', 'build_parser', 'main', 'console_main']
 
 # %% ../nbs/09_cli.ipynb #8aa9b0c4
 PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
@@ -1357,3 +1358,10 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"isocal: error: {err}", file=sys.stderr)
         return 2
+
+# %% ../nbs/09_cli.ipynb #d99ec1e9
+def console_main() -> int:
+    "The `isocal` console script: `main` on `sys.argv`, then the objects left are frozen for a fast exit (see above)."
+    status = main()
+    gc.freeze()
+    return status

@@ -96,11 +96,12 @@ def _exact_cut(y, w, cut_ok, s, e, a, tau):
 
 # %% ../nbs/02b_quantile.ipynb #8a09a8d2
 @njit(cache=True)
-def _quantile_kernel(y, w, cut_ok, values, tau, exact_sums, z):
+def _quantile_kernel(y, w, cut_ok, values, tau, exact_sums, z, settle):
     """Hochbaum's threshold decomposition on a chain: the smallest isotonic minimiser of sum w_i rho_tau(y_i - z_i)
     takes values among the targets, and z_i > a exactly for i at or after the largest cut minimising S_k. Ranges
     [s, e) of samples known to lie in values[lo..hi] are split at the middle value; every sample is visited once
-    per level, so the work is O(n log m) for m distinct targets. Returns the number of sample visits."""
+    per level, so the work is O(n log m) for m distinct targets. Returns the number of sample visits, or -1 if a
+    cut needed exact sums and `settle` is None (then `_exact_cut` is not even compiled)."""
     stack = np.empty((128, 4), np.int64)
     stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, y.shape[0], 0, values.shape[0] - 1
     top, visits = 1, 0
@@ -113,7 +114,9 @@ def _quantile_kernel(y, w, cut_ok, values, tau, exact_sums, z):
             continue
         mid = (lo + hi) // 2
         k = _fast_cut(y, w, cut_ok, s, e, values[mid], tau, exact_sums)
-        if k < 0: k = _exact_cut(y, w, cut_ok, s, e, values[mid], tau)
+        if k < 0:
+            if settle is None: return -1
+            k = _exact_cut(y, w, cut_ok, s, e, values[mid], tau)
         visits += e - s
         stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = k, e, mid + 1, hi
         stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = s, k, lo, mid
@@ -132,8 +135,10 @@ def _quantile_fit_sorted(tau, y, w=None, groups=None):
     if groups is not None:
         cut_ok[:] = False
         cut_ok[groups] = True
-    z = np.empty(n)
-    visits = _quantile_kernel(y, np.ascontiguousarray(wk), cut_ok, np.unique(y), float(tau), exact is not None, z)
+    z, wk, values, exact_sums = np.empty(n), np.ascontiguousarray(wk), np.unique(y), exact is not None
+    visits = _quantile_kernel(y, wk, cut_ok, values, float(tau), exact_sums, z, None)
+    if visits < 0:                                   # a close call: run again, with exact cuts
+        visits = _quantile_kernel(y, wk, cut_ok, values, float(tau), exact_sums, z, True)
     starts = np.flatnonzero(np.r_[True, z[1:] != z[:-1]])
     wts = np.add.reduceat(np.ones(n) if w is None else w, starts)
     return z[starts], np.r_[starts, n].astype(np.intp), wts, visits

@@ -1,6 +1,7 @@
 """Tests of the `isocal` command line: in-process through `main` and, when installed, through the console script."""
 import csv
 import errno
+import gc
 import io
 import json
 import math
@@ -358,6 +359,26 @@ def test_script_bad_csv(tmp_path, name, content, message):
     result = run_script("calibrate", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == f"isocal: error: {message.format(path=path)}\n"
+
+
+CONSOLE_CODE = ("import gc, sys; from isocal.cli import console_main; status = console_main(); "
+                "print('frozen', gc.get_freeze_count() > 0, file=sys.stderr); sys.exit(status)")
+
+
+def test_console_main_freezes_the_collector_after_main_only(tmp_path, scores_csv):
+    """The console script's `console_main` gives `main`'s status and bytes, and freezes the collector afterwards, in
+    its own process; `main` called from Python leaves the collector alone."""
+    path, _, _ = scores_csv
+    run = lambda *args: subprocess.run([sys.executable, "-c", CONSOLE_CODE, *args], cwd=tmp_path, capture_output=True,
+                                       text=True, timeout=120)
+    fitted = run("calibrate", str(path), "--method", "ivap", "--out", "script.csv")
+    assert fitted.returncode == 0 and fitted.stderr == "frozen True\n"
+    refused = run("calibrate", "missing.csv")
+    assert refused.returncode == 2 and refused.stderr.startswith("isocal: error: ")
+    frozen = gc.get_freeze_count()
+    assert main(["calibrate", str(path), "--method", "ivap", "--out", str(tmp_path / "main.csv")]) == 0
+    assert gc.get_freeze_count() == frozen
+    assert (tmp_path / "script.csv").read_bytes() == (tmp_path / "main.csv").read_bytes()
 
 
 # ---------------------------------------------------------------- the output never destroys a file (issue 12, 3)

@@ -141,6 +141,18 @@ def test_tie_with_weights_summing_inexactly():
     assert isotonic_convex(Quantile(0.5), y, w).x.tolist() == expect
 
 
+def test_a_close_call_stops_the_first_run_and_the_second_settles_it():
+    """The kernel without `settle` (what a first call compiles) returns -1 at a cut only exact sums decide; with
+    `settle` it finishes, and the fit gives the min-max answer."""
+    from isocal.quantile import _quantile_kernel, _spread_weights
+    y, w = np.array([2.0, 1.0, 0.0]), np.array([0.1, 0.2, 0.3])
+    args = (y, _spread_weights(w), np.ones(4, np.bool_), np.unique(y), 0.5, False)
+    z = np.full(3, np.nan)
+    assert _quantile_kernel(*args, z, None) == -1
+    assert _quantile_kernel(*args, z, True) > 0
+    assert z.tolist() == minmax_reference([[v] for v in y], [[x] for x in w], 0.5)
+
+
 def test_large_random_against_chunked_reference():
     "n = 3000 with many ties: the result is optimal (LP-free check: every block's level is its lower quantile, and "
     "the min-max formula holds at block boundaries) and monotone."
