@@ -346,13 +346,18 @@ def _binary_labels(y):
         elif v != 0.0: return -1
     return ones
 
+_EVERY_FOLD = np.empty(0, np.int64)     # `folds` of `_split_by_label` that selects every sample
+
 @njit(cache=True)
-def _split_by_label(x, y, pos, neg, folds=None, fold=0):
-    """The scores `x` with label `y` 1 into `pos` and the others into `neg`, each in the samples' order; with `folds`,
-    only the samples in fold `fold` (a cross Venn–Abers predictor's, `isocal.venn_abers`)."""
+def _split_by_label(x, y, pos, neg, folds, fold):
+    """The scores `x` with label `y` 1 into `pos` and the others into `neg`, each in the samples' order: all of them
+    if `folds` is empty (`_EVERY_FOLD`), else only the samples in fold `fold` (a cross Venn–Abers predictor's,
+    `isocal.venn_abers`). An empty array rather than None, so that a Venn–Abers fit and a cross Venn–Abers fit on
+    int64 folds share one compiled version (as `_count_ties` counts only into empty arrays)."""
+    every = folds.shape[0] == 0
     i = j = 0
     for k in range(x.shape[0]):
-        if folds is not None and folds[k] != fold: continue
+        if not every and folds[k] != fold: continue
         if y[k] == 1.0:
             pos[i] = x[k]
             i += 1
@@ -413,7 +418,7 @@ def _class_tie_groups(pos, neg):
 def _binary_score_counts(x, y, ones):
     "(m, ux, us, uw) for 0/1 labels with unit weights, by sorting each class's scores apart and merging them, counting."
     pos, neg = np.empty(ones), np.empty(x.shape[0] - ones)
-    _split_by_label(x, y, pos, neg)
+    _split_by_label(x, y, pos, neg, _EVERY_FOLD, 0)
     ux, counts, n_ones = _class_tie_groups(pos, neg)
     del pos, neg
     return ux.shape[0], ux, n_ones.astype(np.float64), counts.astype(np.float64)

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from .core import as_float_array, as_real_array, check_choice, check_same_length
-from .pava import _class_tie_groups, _count_dtype, _counting_only, _is_sorted, _split_by_label
+from .pava import _EVERY_FOLD, _class_tie_groups, _count_dtype, _counting_only, _is_sorted, _split_by_label
 from .portable import Fields, Portable, encode_floats
 
 # %% auto #0
@@ -288,7 +288,7 @@ class VennAbers(Portable):
         else:                                          # each class's scores apart, radix-sorted, then merged
             n_ones = int(np.count_nonzero(y))
             pos, neg = np.empty(n_ones), np.empty(s.shape[0] - n_ones)
-            _split_by_label(s, y, pos, neg)
+            _split_by_label(s, y, pos, neg, _EVERY_FOLD, 0)
             del s, y                                   # frees the float64 copies, if the input needed converting
             groups = _class_tie_groups(pos, neg)       # as isotonic regression pools 0/1 labels (isocal.pava)
             del pos, neg
