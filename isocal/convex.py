@@ -318,7 +318,7 @@ def get_loss(loss) -> Loss:
 
 # %% ../nbs/02_convex.ipynb #9312e4e8
 _START, _CNT, _WSUM, _P, _D, _DABS, _LO, _HI, _YMIN, _YMAX, _H = range(11)      # columns of the group stack
-_NONCONVEX, _AMBIGUOUS, _UNCERTIFIED, _FLAT = -1, 2, -3, -4
+_NONCONVEX, _AMBIGUOUS, _UNCERTIFIED, _FLAT, _HIRES = -1, 2, -3, -4, -5
 _TINY = np.finfo(np.float64).tiny            # smallest normal double
 _MAX_PROBES = 600                            # ample: bisection alone reaches adjacent doubles in about 130 probes
 
@@ -610,15 +610,17 @@ def _side_hires(code, params, y, w, st, g, scale_other):
     return 0 if S_lo < -E_lo and S_hi > E_hi else _FLAT
 
 @njit(cache=True)
-def _side(code, params, y, w, st, g, scale_other):
+def _side(code, params, y, w, st, g, scale_other, hires):
     """Where is group g's level relative to its reference point p? -1 above, +1 below, 0 equal (D(p) within its
     rounding bound and not decided by the exact sum, or exactly 0 with p determined), _FLAT: D is exactly 0 on an
     interval around p, so no side can be told. Within the rounding bound D(p) is summed again exactly from split
-    terms, whose error is a few ulps of the remainders only (and the bracket is cut at p accordingly)."""
+    terms, whose error is a few ulps of the remainders only (and the bracket is cut at p accordingly). _HIRES: the
+    group's targets dwarf the comparison and `hires` is None (`_side_hires`, then not even compiled, must decide)."""
     e = _rounding_bound(code, params, st[g, _CNT], st[g, _DABS])
     if st[g, _D] > e: return 1
     if st[g, _D] < -e: return -1
     if code in _RESIDUAL and _group_scale(st, g) > _DISPARITY * max(abs(st[g, _P]), scale_other):
+        if hires is None: return _HIRES
         return _side_hires(code, params, y, w, st, g, scale_other)
     s = int(st[g, _START])
     d, e_split = _split_sum(code, params, y, w, s, s + int(st[g, _CNT]), st[g, _P])
@@ -650,10 +652,12 @@ def _flat(st, g, stats):
     return _FLAT
 
 @njit(cache=True)
-def _group_violates(code, params, y, w, st, a, b, stats):
+def _group_violates(code, params, y, w, st, a, b, stats, hires):
     """Is level(a) >= level(b) for adjacent groups a < b? 1 yes, 0 no, -1: a derivative is not increasing, -3: not
-    decided within the probe budget, -4: a summed derivative is flat (zero on an interval) where it must decide. Tie rule: levels that cannot be told apart in double precision (equal, or
-    within one ulp, or a derivative zero within its rounding bound at the other's level) count as a violation."""
+    decided within the probe budget, -4: a summed derivative is flat (zero on an interval) where it must decide, -5:
+    `_side` needs `_side_hires` and `hires` is None. Tie rule: levels that cannot be told apart in double precision
+    (equal, or within one ulp, or a derivative zero within its rounding bound at the other's level) count as a
+    violation."""
     small, big = (a, b) if st[a, _CNT] <= st[b, _CNT] else (b, a)
     anchored_small = anchored_big = False
     for _ in range(_MAX_PROBES):
@@ -669,12 +673,14 @@ def _group_violates(code, params, y, w, st, a, b, stats):
             continue
         if _tight(st[b, _LO], st[b, _HI]):                       # b known to an ulp: L_a' at level(b) decides
             if not _refine(code, params, y, w, st, a, st[b, _LO], stats): return _NONCONVEX
-            sa = _side(code, params, y, w, st, a, _group_scale(st, b))
+            sa = _side(code, params, y, w, st, a, _group_scale(st, b), hires)
+            if sa == _HIRES: return _HIRES
             if sa == _FLAT: return _flat(st, a, stats)
             return 0 if sa > 0 else 1                            # (equal up to an ulp counts as a violation)
         if _tight(st[a, _LO], st[a, _HI]):
             if not _refine(code, params, y, w, st, b, st[a, _HI], stats): return _NONCONVEX
-            sb = _side(code, params, y, w, st, b, _group_scale(st, a))
+            sb = _side(code, params, y, w, st, b, _group_scale(st, a), hires)
+            if sb == _HIRES: return _HIRES
             if sb == _FLAT: return _flat(st, b, stats)
             return 0 if sb < 0 else 1
         lo, hi = max(st[a, _LO], st[b, _LO]), min(st[a, _HI], st[b, _HI])
@@ -682,8 +688,9 @@ def _group_violates(code, params, y, w, st, a, b, stats):
         z = lo if tight else _split(lo, hi)                     # probe both in the overlap
         if not _refine(code, params, y, w, st, a, z, stats): return _NONCONVEX
         if not _refine(code, params, y, w, st, b, z, stats): return _NONCONVEX
-        sa = _side(code, params, y, w, st, a, _group_scale(st, b))
-        sb = _side(code, params, y, w, st, b, _group_scale(st, a))
+        sa = _side(code, params, y, w, st, a, _group_scale(st, b), hires)
+        sb = _side(code, params, y, w, st, b, _group_scale(st, a), hires)
+        if sa == _HIRES or sb == _HIRES: return _HIRES
         if sa == _FLAT: return _flat(st, a, stats)
         if sb == _FLAT: return _flat(st, b, stats)
         if sa > 0 and sb <= 0 or sa == 0 and sb < 0: return 0   # level(a) below z, level(b) not below it
@@ -728,10 +735,12 @@ def _push_group(code, params, y, w, st, g, s, e, m, stats):
     return _refine(code, params, y, w, st, g, lo, stats)
 
 @njit(cache=True)
-def _pool_convex(code, params, y, w, m, groups, st, stats):
+def _pool_convex(code, params, y, w, m, groups, st, stats, hires):
     """Increasing pooling of x-ordered samples (w: None or positive weights; m: per-sample minimisers; groups: None
     or initial group starts followed by n). Returns the number of stacked groups, or -1 if l' is not increasing,
-    -3 if a comparison could not be certified, -4 if it met a flat summed derivative (stats[1]: that group's start)."""
+    -3 if a comparison could not be certified, -4 if it met a flat summed derivative (stats[1]: that group's start),
+    -5 (_HIRES) if `hires` is None and a comparison needs the high-resolution sums (the caller runs it again with
+    `hires=True`)."""
     n = y.shape[0]
     ng = n if groups is None else groups.shape[0] - 1
     top = np.intp(0)                      # (not a literal 0: that would compile the callees a second time)
@@ -741,8 +750,8 @@ def _pool_convex(code, params, y, w, m, groups, st, stats):
         top += 1
         while top > 1:
             v = _bracket_order(st, top - 2, top - 1)             # O(1) unless the brackets overlap
-            if v == _AMBIGUOUS: v = _group_violates(code, params, y, w, st, top - 2, top - 1, stats)
-            if v == _NONCONVEX or v == _UNCERTIFIED or v == _FLAT: return v
+            if v == _AMBIGUOUS: v = _group_violates(code, params, y, w, st, top - 2, top - 1, stats, hires)
+            if v == _NONCONVEX or v == _UNCERTIFIED or v == _FLAT or v == _HIRES: return v
             if v == 0: break
             if not _merge_groups(code, params, y, w, st, top - 2, top - 1, stats): return _NONCONVEX
             top -= 1
@@ -989,7 +998,9 @@ def _fit_increasing(loss, y, w, groups, tol=0.0):
     w = np.ones(n) if w is None else w
     groups = np.arange(n + 1, dtype=np.intp) if groups is None else groups
     st, stats = np.empty((n, 11)), np.zeros(2, np.int64)
-    ng = k._pool_convex(loss.code, loss.params, y, w, m, groups, st, stats)
+    ng = k._pool_convex(loss.code, loss.params, y, w, m, groups, st, stats, None)
+    if ng == _HIRES:                  # targets that dwarf a comparison (rare): again, with the high-resolution sums
+        ng = k._pool_convex(loss.code, loss.params, y, w, m, groups, st, stats, True)
     levels, starts, wts = np.empty(max(ng, 0)), np.empty(max(ng, 0) + 1, np.intp), np.empty(max(ng, 0))
     if ng >= 0: ng = k._resolve_all(loss.code, loss.params, y, w, st, ng, levels, starts, wts, stats, tol / S)
     if ng == _UNCERTIFIED: raise _uncertified_error()

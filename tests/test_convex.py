@@ -611,6 +611,19 @@ def test_lp_huge_cancelling_targets():
     assert anytime_isotonic(Lp(1.25), [-3., -1., 5e59, -5e59]).x.tolist() == [-3., -1., 0., 0.]
 
 
+def test_disparate_targets_stop_the_first_pooling_and_the_second_decides():
+    """The pooling without `hires` (what a first call compiles) stops where the high-resolution sums must decide;
+    with `hires` it decides, and the fit gives the exact answer."""
+    from isocal.convex import _HIRES, _pool_convex
+    loss, y = Lp(1.25), np.array([-3., -1., 5e59, -5e59])
+    n = len(y)
+    pool = lambda hires: _pool_convex(loss.code, loss.params, y, np.ones(n), y, np.arange(n + 1, dtype=np.intp),
+                                      np.empty((n, 11)), np.zeros(2, np.int64), hires)
+    assert pool(None) == _HIRES
+    assert pool(True) == 3                  # groups {-3}, {-1}, {5e59, -5e59}
+    assert isotonic_convex(loss, y).x.tolist() == [-3., -1., 0., 0.]
+
+
 def test_logcosh_flat_pair_raises():
     """Past |r| = 370 tanh's remainder underflows: the pair (20, -3e9) has a summed derivative exactly 0 on a whole
     interval, so its level (exactly -1.5e9 + 10) is not determined in double precision. A remainder that underflows
