@@ -875,23 +875,30 @@ def _isotonic_map(scores: np.ndarray, labels: np.ndarray):
     return Staircase(lo, hi, levels, interpolation="linear", out_of_bounds="clip")
 
 
-def _fit_venn_abers(method: str, train: dict, n_splits: int, seed: int):
-    """The fitted `VennAbers` (IVAP) of the training rows, or the `CrossVennAbers` (CVAP) over `n_splits` folds of
-    them; a CVAP fold with a single class is refused."""
-    from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
-
-    if method == "ivap":
-        return VennAbers().fit(train["score"], train["label"])
+def _cvap_folds(train: dict, n_splits: int, seed: int) -> np.ndarray:
+    """The fold of every training row for `--method cvap` (`fold_ids`, one byte a row); a fold with a single class is
+    refused. NumPy alone: `_fit_model` makes the folds while Numba is still loading."""
     n = len(train["score"])
     if n_splits > n:
         raise InputError(f"--n-splits must be between 2 and the number of rows ({n}), got {n_splits}")
-    folds = fold_ids(n, n_splits, random_state=seed).astype(np.min_scalar_type(n_splits - 1))  # 1 byte, not 8, per row
+    from isocal.venn_abers import fold_ids
+
+    folds = fold_ids(n, n_splits, random_state=seed, dtype=np.min_scalar_type(n_splits - 1))  # 1 byte, not 8, a row
     sizes, ones = np.bincount(folds, minlength=n_splits), np.bincount(folds, train["label"], minlength=n_splits)
     for j in range(n_splits):  # counted in two passes, not a mask and a copy of the labels per fold
         label = 0 if ones[j] == 0 else 1 if ones[j] == sizes[j] else None
         if label is not None:
             raise InputError(f"--method cvap: fold {j + 1} of {n_splits} (--n-splits {n_splits}, --seed {seed}) "
                              f"has only label {label}; use fewer folds or more rows of the rarer label")
+    return folds
+
+
+def _fit_venn_abers(train: dict, folds: np.ndarray | None):
+    "The fitted `VennAbers` (IVAP) of the training rows, or with `folds` (`_cvap_folds`) the `CrossVennAbers` (CVAP)."
+    from isocal.venn_abers import CrossVennAbers, VennAbers
+
+    if folds is None:
+        return VennAbers().fit(train["score"], train["label"])
     return CrossVennAbers().fit(train["score"], train["label"], folds)
 
 
@@ -901,9 +908,9 @@ _CVAP_PIECE = 1 << 16  # fold intervals per piece of a CVAP block merged at once
 def _cvap_columns(model, s: np.ndarray, columns: list[np.ndarray], order: np.ndarray) -> None:
     """Write the CVAP [probability, p0, p1] of the sorted scores `s` into `columns` at the rows `order`: the library's
     `_cvap_log_and_interval` of the per-fold intervals, on pieces of the block. Each piece holds fold j's intervals in
-    row j of (K, c) arrays, so that every fold's search writes contiguous memory and every mean over the folds is K
-    whole-row additions (the library's `_fold_mean`, the same floats in any layout); pieces of `_CVAP_PIECE` values
-    keep them small and in cache."""
+    row j of (K, c) arrays, so that every fold's search writes straight into contiguous memory (`_interval_into`, no
+    copy) and every mean over the folds is K whole-row additions (the library's `_fold_mean`, the same floats in any
+    layout); pieces of `_CVAP_PIECE` values keep them small and in cache."""
     from isocal.venn_abers import _cvap_log_and_interval
 
     k = model.n_splits_
@@ -912,7 +919,7 @@ def _cvap_columns(model, s: np.ndarray, columns: list[np.ndarray], order: np.nda
         piece = s[start:start + rows]
         p0, p1 = np.empty((k, len(piece))), np.empty((k, len(piece)))
         for j, ivap in enumerate(model.ivaps_):
-            p0[j], p1[j] = ivap.predict_interval(piece)
+            ivap._interval_into(piece, p0[j], p1[j])
         for column, values in zip(columns, _cvap_log_and_interval(p0, p1, axis=0)):
             column[order[start:start + rows]] = values
 
@@ -999,7 +1006,7 @@ def _start_numba():
     """Import Numba and build its compiler's type registries in a thread, while this one reads the input file: a
     fixed half second of every run (the first kernel loaded from Numba's cache sets up the compiler, which imports
     much of Numba and SciPy's BLAS) that otherwise comes after the read. The thread computes nothing, and the run
-    joins it before fitting."""
+    joins it before fitting (CVAP's folds, which need NumPy alone, are made before the join)."""
     import threading
 
     def load():
@@ -1021,6 +1028,7 @@ def _fit_model(args, numba=None):
     check_binary_labels(train["label"], locations, args.scores, args.label_col)
     del locations
     _check_both_labels(train["label"], _display(args.scores), args.method)
+    folds = _cvap_folds(train, args.n_splits, args.seed) if args.method == "cvap" else None
     if numba is not None:
         numba.join()
     if args.method == "isotonic" and args.save_model is None:
@@ -1030,7 +1038,7 @@ def _fit_model(args, numba=None):
 
         # Clip: scores outside the fitted range (possible with --apply) get the nearest end level rather than NaN.
         return IsotonicCalibrator(out_of_bounds="clip").fit(train["score"], train["label"]), train["score"]
-    return _fit_venn_abers(args.method, train, args.n_splits, args.seed), train["score"]
+    return _fit_venn_abers(train, folds), train["score"]
 
 
 def load_model(path, option: str = "--model"):

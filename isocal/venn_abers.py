@@ -325,8 +325,13 @@ class VennAbers(Portable):
         self._check_fitted()
         s = as_float_array(scores, 'scores')
         p0, p1 = np.empty(s.shape[0]), np.empty(s.shape[0])
-        _ivap_predict(self.scores_, self.p0_table_, self.p1_table_, s, p0, p1)
+        self._interval_into(s, p0, p1)
         return p0, p1
+
+    def _interval_into(self, s, p0, p1):
+        """`predict_interval` of the checked float64 scores `s`, written into the float64 arrays `p0` and `p1` of the
+        same length (contiguous: rows of a larger C-ordered array, as `isocal.cli` passes them)."""
+        _ivap_predict(self.scores_, self.p0_table_, self.p1_table_, s, p0, p1)
 
     def predict_proba(self, scores, *, merge: str = 'log') -> np.ndarray:
         """Probability of the label 1: log-minimax p1 / (1 - p0 + p1) (`merge="log"`) or Brier-minimax
@@ -370,14 +375,19 @@ def _generator(random_state) -> np.random.Generator:
         raise type(e)(f"`random_state` must be None, a non-negative integer, a SeedSequence or a Generator, "
                       f"got {random_state!r}") from e
 
-def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=None) -> np.ndarray:
-    "Fold number (0 to n_splits - 1) of each of `n` samples: folds of near-equal size, random or contiguous."
+def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=None, dtype=np.int64) -> np.ndarray:
+    """Fold number (0 to n_splits - 1) of each of `n` samples: folds of near-equal size, random or contiguous. `dtype`
+    is an integer type that holds n_splits - 1 (a byte a sample with `np.uint8`): the folds are the same in any."""
     n = _check_integer(n, 'n')
     if n < 0:
         raise ValueError(f"`n` must be non-negative, got {n}")
     n_splits = _check_n_splits(n_splits, n)
     shuffle, rng = _check_flag(shuffle, 'shuffle'), _generator(random_state)
-    ids = np.repeat(np.arange(n_splits), np.diff(np.linspace(0, n, n_splits + 1).astype(np.int64)))
+    try: dtype = np.dtype(dtype)
+    except TypeError: raise TypeError(f"`dtype` must be a NumPy integer type, got {dtype!r}") from None
+    if dtype.kind not in 'iu' or np.iinfo(dtype).max < n_splits - 1:
+        raise ValueError(f"`dtype` must be an integer type that holds {n_splits - 1} (n_splits - 1), got {dtype}")
+    ids = np.repeat(np.arange(n_splits, dtype=dtype), np.diff(np.linspace(0, n, n_splits + 1).astype(np.int64)))
     if shuffle: rng.shuffle(ids)
     return ids
 

@@ -1000,3 +1000,16 @@ def test_calibrator_never_outputs_0_or_1(method):
     cal = VennAbersCalibrator(method=method, shuffle=False, random_state=0).fit(X, y)
     P = cal.predict_proba(np.r_[X, X * 100])
     assert np.all((P > 0) & (P < 1))
+
+
+@given(st.integers(0, 3000), st.integers(2, 300), st.integers(0, 2**32 - 1), st.booleans(),
+       st.sampled_from([np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64]))
+def test_fold_ids_are_the_same_folds_in_every_dtype(n, n_splits, seed, shuffle, dtype):
+    assume(n_splits <= n)
+    if np.iinfo(dtype).max < n_splits - 1:
+        with pytest.raises(ValueError, match="`dtype` must be an integer type that holds"):
+            fold_ids(n, n_splits, shuffle=shuffle, random_state=seed, dtype=dtype)
+        return
+    small = fold_ids(n, n_splits, shuffle=shuffle, random_state=seed, dtype=dtype)
+    assert small.dtype == dtype
+    np.testing.assert_array_equal(small, fold_ids(n, n_splits, shuffle=shuffle, random_state=seed))
