@@ -375,7 +375,7 @@ def _generator(random_state) -> np.random.Generator:
         raise type(e)(f"`random_state` must be None, a non-negative integer, a SeedSequence or a Generator, "
                       f"got {random_state!r}") from e
 
-def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=None, dtype=np.int64) -> np.ndarray:
+def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=None, dtype='int64') -> np.ndarray:
     """Fold number (0 to n_splits - 1) of each of `n` samples: folds of near-equal size, random or contiguous. `dtype`
     is an integer type that holds n_splits - 1 (a byte a sample with `np.uint8`): the folds are the same in any."""
     n = _check_integer(n, 'n')
