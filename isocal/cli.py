@@ -1172,10 +1172,11 @@ def _warmup_tasks() -> dict:
         for method in ("first_min", "linear", "quadratic"):
             aum_gradient_descent(binary_breakpoints(labels), features, method=method, max_iter=2)
 
-    def cli():  # `isocal calibrate`'s own first calls
-        from isocal.venn_abers import VennAbers
-        _isotonic_map(x, labels.astype(float))(x)
-        _venn_abers_block(VennAbers().fit(x, labels), x)
+    def cli():  # `isocal calibrate`'s own first calls: its isotonic map, IVAP, and CVAP on one-byte folds
+        train = {"score": x, "label": labels.astype(float)}
+        _isotonic_map(train["score"], train["label"])(x)
+        for folds in (None, _cvap_folds(train, 2, 0)):
+            _venn_abers_block(_fit_venn_abers(train, folds), x)
 
     return {"pava": pava, "calibrators": calibrators, "convex": convex, "online": online,
             "venn_abers": venn_abers, "forward": forward, "thresholds": thresholds, "aum": aum, "cli": cli}

@@ -1155,6 +1155,34 @@ def test_warmup_compiles_each_module_and_reports_it(capsys):
     assert "compiled into Numba's cache" in out
 
 
+
+COMPILED_BY_CALIBRATE = """
+import json, sys
+from numba.core import event
+record = event.RecordingListener()
+event.register("numba:compile", record)
+from isocal.cli import main
+for method in ("isotonic", "ivap", "cvap"):
+    assert main(["calibrate", sys.argv[1], "--method", method, "--out", sys.argv[2]]) == 0
+print(json.dumps(sorted({ev.data["dispatcher"].py_func.__qualname__ for _, ev in record.buffer if ev.is_start})))
+"""
+
+
+def test_warmup_of_the_command_line_leaves_calibrate_nothing_to_compile(tmp_path):
+    "After warmup's `cli` task on an empty Numba cache, `isocal calibrate` compiles no kernel for any method."
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-c", "from isocal.cli import _warmup_tasks; _warmup_tasks()['cli']()"], env=env,
+                   check=True)
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=300)
+    path = write_csv(tmp_path / "s.csv", ["score", "label"],
+                     [(repr(float(a)), int(b)) for a, b in zip(s, rng.uniform(size=300) < 0.5)])
+    run = subprocess.run([sys.executable, "-c", COMPILED_BY_CALIBRATE, str(path), str(tmp_path / "o.csv")], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1]) == []
+
+
 # ---------------------------------------------------------------- speed where users wait (issue 16, 1)
 
 @pytest.fixture
