@@ -100,7 +100,7 @@ def _curv_bounds(code, params, a, b, ymin, ymax):
     if code == _CUSTOM: return 0.0, np.inf
     if code == _LOGLOSS: rmin, rmax = _abs_range(a, b)          # l''(z) = σ(z)(1 - σ(z)) depends on |z| only
     else: rmin, rmax = _abs_range(a - ymax, b - ymin)           # the others on |r| = |z - y|
-    c_near, c_far = _deriv2_cold(code, params, rmin, 0.0), _deriv2_cold(code, params, rmax, 0.0)
+    c_near, c_far = _deriv12_cold(code, params, rmin, 0.0)[1], _deriv12_cold(code, params, rmax, 0.0)[1]
     if code == _SQUARED_QUARTIC or (code == _LP and params[0] > 2.0): return c_near, c_far
     return c_far, c_near                     # log-loss, pseudo-Huber, log-cosh, Lp with p <= 2: l'' falls with |r|
 
@@ -119,14 +119,9 @@ def _deriv12(code, params, z, y):
     if code == _PSEUDO_HUBER: return _pseudo_huber12(z - y, params[0])
     return _deriv(code, params, z, y), _deriv2(code, params, z, y)
 
-# Called (not inlined) forms for the cold paths. Every inlined copy of the loss switch is typed and compiled again,
-# so only the per-sample loops (`_block_deriv`, `_split_term`) inline it; the rest call these.
-@njit(cache=True)
-def _deriv_cold(code, params, z, y): return _deriv(code, params, z, y)
-
-@njit(cache=True)
-def _deriv2_cold(code, params, z, y): return _deriv2(code, params, z, y)
-
+# The called (not inlined) form for the cold paths. Every inlined copy of the loss switch is typed and compiled again,
+# so only the per-sample loop of `_block_deriv` inlines it; the rest call this one compiled copy, for l' or l'' alone
+# too (computing both there costs less than compiling the switch twice more).
 @njit(cache=True)
 def _deriv12_cold(code, params, z, y): return _deriv12(code, params, z, y)
 
@@ -136,12 +131,12 @@ def _point_min(code, params, y):
     if code == _LOGLOSS: return np.log(y) - np.log1p(-y)
     if code == _POISSON or code == _GAMMA: return np.log(y)
     if code != _CUSTOM: return y
-    d0 = _deriv_cold(code, params, y, y)
+    d0 = _deriv12_cold(code, params, y, y)[0]
     if d0 == 0.0: return y
     step, lo, hi = max(1.0, abs(y)), y, y
     while True:                                   # doubling away from y until l' changes sign
         z = y - step if d0 > 0.0 else y + step
-        dz = _deriv_cold(code, params, z, y)
+        dz = _deriv12_cold(code, params, z, y)[0]
         if d0 > 0.0: lo, hi = z, lo
         else: lo, hi = hi, z
         if (dz <= 0.0) if d0 > 0.0 else (dz >= 0.0): break
@@ -150,7 +145,7 @@ def _point_min(code, params, y):
     while True:                                   # bisection to adjacent doubles
         mid = 0.5 * (lo + hi)
         if mid <= lo or mid >= hi: return mid
-        d = _deriv_cold(code, params, mid, y)
+        d = _deriv12_cold(code, params, mid, y)[0]
         if d == 0.0: return mid
         if d > 0.0: hi = mid
         else: lo = mid
@@ -432,7 +427,7 @@ def _split_term(code, params, wi, z, yi):
         t = np.exp(-2.0 * abs(r))
         rest = -sg * wi * (2.0 * t / (1.0 + t))
         return sg * wi, 0.0, rest, abs(rest)
-    t = wi * _deriv_cold(code, params, z, yi)          # (a call: this exact path is cold)
+    t = wi * _deriv12_cold(code, params, z, yi)[0]     # (a call: this exact path is cold)
     return t, 0.0, 0.0, abs(t)
 
 @njit(cache=True, inline='always')
@@ -521,7 +516,7 @@ def _taylor_term(code, params, wi, rh, rl):
     """(w l''(rh) rl, a bound on its error): the first-order term of w l'(rh + rl) around rh, with the Taylor
     remainder |w l‴| rl²/2 (for Lp bounded relative to the term itself: |p - 2| |rl/rh| of it, rl/rh <= ε)."""
     if rl == 0.0: return 0.0, 0.0
-    c = wi * _deriv2_cold(code, params, rh, 0.0) * rl
+    c = wi * _deriv12_cold(code, params, rh, 0.0)[1] * rl
     if code == _LP: return c, 8.0 * _EPS * abs(c) * (1.0 + abs(params[0] - 2.0))
     T = _third_beyond(code, params, abs(rh) - abs(rl), abs(rh) + abs(rl))
     return c, 8.0 * _EPS * abs(c) + 0.5 * abs(wi) * T * rl * rl
@@ -827,7 +822,7 @@ def _resolve_all(code, params, y, w, st, ng, levels, starts, wts, stats, tol):
 
 
 # %% ../nbs/02_convex.ipynb #58a10168
-_GENERIC_KERNELS = ('_deriv12', '_deriv_cold', '_deriv2_cold', '_deriv12_cold', '_sample_deriv', '_split_term', '_taylor_term', '_hires_sum', '_side_hires', '_pinned', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
+_GENERIC_KERNELS = ('_deriv12', '_deriv12_cold', '_sample_deriv', '_split_term', '_taylor_term', '_hires_sum', '_side_hires', '_pinned', '_point_min', '_certify', '_block_deriv', '_block_deriv_exact', '_split_sum',
                     '_decided_deriv', '_split_deriv', '_determined', '_side', '_refine', '_newton_anchor',
                     '_group_violates', '_merge_groups', '_push_group', '_pool_convex', '_resolve_group', '_resolve_all',
                     '_anytime_step')

@@ -498,6 +498,31 @@ def test_one_feature_all_lines_meet_in_one_event():
     assert res.auc_after[1] == pytest.approx(aum(bp, X @ (1 + 2 * res.step_size[1] * direction)).auc)
 
 
+@given(st.integers(2, 150).flatmap(lambda n: st.tuples(
+    st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=n, max_size=n, unique=True),
+    st.permutations(range(n)), st.integers(0, n - 2), st.integers(1, n - 1), st.booleans())))
+def test_resort_group_orders_the_group_by_slope_then_intercept(data):
+    """`_resort_group` against Python's sort: small groups and large ones (over 32 lines, where a merge sort takes
+    over from the insertion sort), in random order or in the reverse of the sorted order (lines through one point).
+    A pair is always crossing lines, in the reverse order."""
+    from isocal.aum import _resort_group
+    pairs, perm, lo, span, reverse_sorted = data
+    e, d = (np.array(v, dtype=float) for v in zip(*pairs))
+    hi = min(lo + span, len(pairs) - 1)
+    q = np.array(perm, dtype=np.int64)
+    if reverse_sorted or hi == lo + 1:
+        q[lo:hi + 1] = sorted(q[lo:hi + 1], key=lambda b: (d[b], e[b]), reverse=True)
+    before = q.copy()
+    pos = np.empty_like(q)
+    pos[q] = np.arange(len(q))
+    moved = _resort_group(e, d, q, pos, lo, hi, np.empty(len(q), np.int64))
+    expected = sorted(before[lo:hi + 1], key=lambda b: (d[b], e[b]))
+    assert list(q[lo:hi + 1]) == expected
+    assert np.array_equal(q[:lo], before[:lo]) and np.array_equal(q[hi + 1:], before[hi + 1:])
+    assert np.array_equal(pos[q], np.arange(len(q)))
+    assert moved == np.count_nonzero(before[lo:hi + 1] != np.array(expected))
+
+
 # --- issue 12: ties of running sums, scale invariance, descent stopping, input checks ------------------------------
 SCALES = [2.0 ** -3, 2.0 ** 7, 1 / 3, 3.0]
 
