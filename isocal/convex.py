@@ -130,13 +130,13 @@ def _point_min(code, params, y):
     "Minimiser of one sample's loss: closed form for the built-ins, bisection on l' for a custom loss (nan: none)."
     if code == _LOGLOSS: return np.log(y) - np.log1p(-y)
     if code == _POISSON or code == _GAMMA: return np.log(y)
-    if code != _CUSTOM: return y
-    d0 = _deriv12_cold(code, params, y, y)[0]
+    if code != _CUSTOM: return y       # (so only a custom loss's copy runs on, where `_deriv` is the user's l')
+    d0 = _deriv(code, params, y, y)
     if d0 == 0.0: return y
     step, lo, hi = max(1.0, abs(y)), y, y
     while True:                                   # doubling away from y until l' changes sign
         z = y - step if d0 > 0.0 else y + step
-        dz = _deriv12_cold(code, params, z, y)[0]
+        dz = _deriv(code, params, z, y)
         if d0 > 0.0: lo, hi = z, lo
         else: lo, hi = hi, z
         if (dz <= 0.0) if d0 > 0.0 else (dz >= 0.0): break
@@ -145,7 +145,7 @@ def _point_min(code, params, y):
     while True:                                   # bisection to adjacent doubles
         mid = 0.5 * (lo + hi)
         if mid <= lo or mid >= hi: return mid
-        d = _deriv12_cold(code, params, mid, y)[0]
+        d = _deriv(code, params, mid, y)
         if d == 0.0: return mid
         if d > 0.0: hi = mid
         else: lo = mid
