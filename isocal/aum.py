@@ -427,24 +427,28 @@ def _group_bounds(e, d, q, p, s, lim):
         if not grown: return lo, hi
 
 @njit(cache=True, inline='always')          # (inlined: `_resort_group` is its only caller)
-def _merge_sort_lines(e, d, buf, m, tmp):
-    """Sort the lines buf[:m] by (slope, intercept) in O(m log m), through `tmp` (as long): a bottom-up merge sort,
-    whose few loops compile in a small fraction of the time of NumPy's argsort in Numba (most of a second)."""
-    src, dst, width = buf, tmp, 1
-    while width < m:                            # merge neighbouring sorted runs of `width` lines from src into dst
+def _merge_sort_lines(e, d, buf, m):
+    """Sort the lines buf[:m] by (slope, intercept) in O(m log m): a bottom-up merge sort, whose few loops compile in
+    a small fraction of the time of NumPy's argsort in Numba (most of a second). It sorts (slope, line) pairs, the
+    slopes gathered once, so that the merges read memory in order; intercepts are read only to break ties."""
+    key, line = np.empty(m), buf[:m]
+    for k in range(m): key[k] = d[line[k]]
+    src_key, src, dst_key, dst, width = key, line, np.empty(m), np.empty(m, np.int64), 1
+    while width < m:                            # merge neighbouring sorted runs of `width` pairs from src into dst
         for lo in range(0, m, 2 * width):
             mid, hi = min(lo + width, m), min(lo + 2 * width, m)
             i, j = lo, mid
             for k in range(lo, hi):
-                if j == hi or (i < mid and not _slope_before(e, d, src[j], src[i])):
-                    dst[k] = src[i]
+                if j == hi or (i < mid and (src_key[i] < src_key[j] or
+                                            (src_key[i] == src_key[j] and e[src[i]] <= e[src[j]]))):
+                    dst_key[k], dst[k] = src_key[i], src[i]
                     i += 1
                 else:
-                    dst[k] = src[j]
+                    dst_key[k], dst[k] = src_key[j], src[j]
                     j += 1
-        src, dst, width = dst, src, 2 * width
-    if dst is buf:                              # an odd number of passes left the sorted lines in tmp
-        for k in range(m): buf[k] = tmp[k]
+        src_key, src, dst_key, dst, width = dst_key, dst, src_key, src, 2 * width
+    if dst is line:                             # an odd number of passes left the sorted lines in the scratch
+        for k in range(m): line[k] = src[k]
 
 @njit(cache=True)
 def _resort_group(e, d, q, pos, lo, hi, buf):
@@ -456,7 +460,7 @@ def _resort_group(e, d, q, pos, lo, hi, buf):
         return 2
     for k in range(m): buf[k] = q[lo + k]
     if m > 32:      # large groups happen, e.g. one feature: the direction is parallel to the weights, all lines meet
-        _merge_sort_lines(e, d, buf, m, np.empty(m, np.int64))
+        _merge_sort_lines(e, d, buf, m)
     else:           # insertion sort: the fastest on small groups
         for i in range(1, m):
             x, j = buf[i], i - 1
