@@ -9,6 +9,7 @@ import argparse
 import collections
 import contextlib
 import csv
+import dataclasses
 import gc
 import io
 import math
@@ -27,9 +28,10 @@ from . import __version__
 __all__ = ['PROGRESS_DELAY', 'BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'READ_THREADS', 'WRITE_THREADS', 'STDIO',
            'PARQUET_EXTENSIONS', 'DEMO_LOG_LOSS_EPS', 'CVAP_SPLITS', 'DEMO_DATA', 'DEMO_SPLIT', 'DEMO_BINS',
            'DEMO_LEVEL', 'MODEL_CLASSES', 'SEED_MAX', 'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations',
-           'read_columns', 'check_binary_labels', 'check_output', 'replace_file', 'write_columns', 'demo_description',
-           'demo_data', 'demo_probabilities', 'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo',
-           'format_table', 'load_model', 'warmup', 'build_parser', 'main', 'console_main']
+           'read_columns', 'check_binary_labels', 'check_output', 'replace_file', 'EncodedColumn', 'write_columns',
+           'demo_description', 'demo_data', 'demo_probabilities', 'figure_formats', 'figure_path',
+           'save_reliability_figure', 'run_demo', 'format_table', 'load_model', 'warmup', 'build_parser', 'main',
+           'console_main']
 
 # %% ../nbs/09_cli.ipynb #8aa9b0c4
 PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
@@ -421,24 +423,65 @@ def _arrow_array(values: np.ndarray):
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
-def _record_batch(arrays: list[np.ndarray], names: list[str]):
-    "Equal-length NumPy arrays as an Arrow record batch with the columns `names`, without copies."
+@dataclasses.dataclass(frozen=True)
+class EncodedColumn:
+    """A column of a block of rows, dictionary-encoded: row i holds `values[codes[i]]`. Venn–Abers probabilities are
+    step functions of the score, so a block of them holds few distinct values (one row in 15 to 100 on the GaussianNB
+    scores of `bench/cli.py`), and a CSV write prints each of them once (`_text_values`). Its length and slices are
+    those of its rows, as for a NumPy column."""
+    codes: np.ndarray
+    values: object  # float64 NumPy array, or the Arrow strings of its CSV text
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, rows: slice) -> EncodedColumn:
+        return EncodedColumn(self.codes[rows], self.values)
+
+
+def _arrow_column(column):
+    """A block's column as an Arrow array: an `EncodedColumn` decoded (floats for Parquet, text for CSV), in memory of
+    the system allocator (see `_csv_text`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, EncodedColumn):
+        values = column.values if not isinstance(column.values, np.ndarray) else _arrow_array(column.values)
+        return pc.take(values, _arrow_array(column.codes), memory_pool=pa.system_memory_pool())
+    return _arrow_array(column)
+
+
+def _record_batch(arrays: list, names: list[str]):
+    "Equal-length columns (NumPy arrays or `EncodedColumn`s) as an Arrow record batch with the columns `names`."
     import pyarrow as pa
 
-    return pa.RecordBatch.from_arrays([_arrow_array(a) for a in arrays], names=names)
+    return pa.RecordBatch.from_arrays([_arrow_column(a) for a in arrays], names=names)
 
 
-def _csv_text(arrays: list[np.ndarray], names: list[str]):
+def _text_values(column):
+    """An `EncodedColumn` with its values printed as CSV text, by the cast that pyarrow's CSV writer applies to a float
+    column (the same text, byte for byte); any other column as it is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not isinstance(column, EncodedColumn):
+        return column
+    return EncodedColumn(column.codes, pc.cast(_arrow_array(column.values), pa.string(),
+                                               memory_pool=pa.system_memory_pool()))
+
+
+def _csv_text(arrays: list, names: list[str]):
     """The CSV text of some rows, without a header, as an Arrow buffer. pyarrow formats without holding the GIL, so
     several threads can format at once; with the system allocator rather than pyarrow's default (mimalloc), which
-    keeps memory that one thread frees after another allocated it."""
+    keeps memory that one thread frees after another allocated it. Text columns (`_text_values`) are numbers already
+    printed, so nothing is quoted; pyarrow refuses rather than writes a value with a comma, quote or newline."""
     import pyarrow as pa
     from pyarrow import csv as pa_csv
 
     pool = pa.system_memory_pool()
     sink = pa.BufferOutputStream(memory_pool=pool)
-    pa_csv.write_csv(_record_batch(arrays, names), sink,
-                     pa_csv.WriteOptions(include_header=False, batch_size=max(1, FORMAT_ROWS)), memory_pool=pool)
+    options = pa_csv.WriteOptions(include_header=False, batch_size=max(1, FORMAT_ROWS), quoting_style="none")
+    pa_csv.write_csv(_record_batch(arrays, names), sink, options, memory_pool=pool)
     return sink.getvalue()
 
 
@@ -446,10 +489,11 @@ def _write_csv_blocks(file, names: list[str], blocks) -> None:
     """Write the header row, then the rows of each block in order, to an open binary file. Printing the numbers is
     most of the work of a CSV write, so `WRITE_THREADS` threads format each block in pieces of `FORMAT_ROWS` rows
     while this thread computes the next block (`blocks` is lazy), then writes the finished text; so at most two
-    blocks are held at a time."""
+    blocks are held at a time. The distinct values of an encoded column are printed once a block, here."""
     from concurrent.futures import ThreadPoolExecutor
 
     def pieces(arrays):
+        arrays = [_text_values(a) for a in arrays]
         return ([a[start:start + FORMAT_ROWS] for a in arrays] for start in range(0, len(arrays[0]), FORMAT_ROWS))
 
     file.write(_csv_header_line(names))
@@ -495,8 +539,9 @@ def _block_starts(n: int, rows: int | None = None) -> range:
 
 
 def _write_blocks(path, names: list[str], blocks, option: str = "--out") -> None:
-    """Write columns given as blocks of rows (`blocks` yields, for consecutive rows, one array per name) to a Parquet file
-    (by extension), a CSV file with a header row, or `-` (standard output, CSV); a file is replaced only when complete.
+    """Write columns given as blocks of rows (`blocks` yields, for consecutive rows, one column per name: a NumPy array
+    or an `EncodedColumn`) to a Parquet file (by extension), a CSV file with a header row, or `-` (standard output,
+    CSV); a file is replaced only when complete.
     The blocks are computed as the file is written, so no output column is ever whole in memory."""
     if os.fspath(path) == STDIO:
         try:
@@ -905,56 +950,80 @@ def _fit_venn_abers(train: dict, folds: np.ndarray | None):
 _CVAP_PIECE = 1 << 16  # fold intervals per piece of a CVAP block merged at once: K arrays of them stay below 1 MiB
 
 
-def _cvap_columns(model, s: np.ndarray, columns: list[np.ndarray], order: np.ndarray) -> None:
-    """Write the CVAP [probability, p0, p1] of the sorted scores `s` into `columns` at the rows `order`: the library's
-    `_cvap_log_and_interval` of the per-fold intervals, on pieces of the block. Each piece holds fold j's intervals in
-    row j of (K, c) arrays, so that every fold's search writes straight into contiguous memory (`_interval_into`, no
-    copy) and every mean over the folds is K whole-row additions (the library's `_fold_mean`, the same floats in any
-    layout); pieces of `_CVAP_PIECE` values keep them small and in cache."""
+def _runs(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of consecutive rows equal in every one of `columns` (equal as bits: 0.0 and -0.0, printed apart, differ):
+    the first row of each run, and the run of every row (int32)."""
+    starts = np.zeros(len(columns[0]), bool)
+    starts[:1] = True
+    for column in columns:
+        bits = column.view(np.uint64)
+        starts[1:] |= bits[1:] != bits[:-1]
+    run = np.cumsum(starts, dtype=np.int32)
+    run -= 1
+    return np.flatnonzero(starts), run
+
+
+def _cvap_runs(model, s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The CVAP [probability, p0, p1] of the sorted scores `s`, once per run of scores whose K fold intervals are all
+    the same, and the run of every score. The values are the library's `_cvap_log_and_interval` of the per-fold
+    intervals, computed on pieces of the block: each piece holds fold j's intervals in row j of (K, c) arrays, so that
+    every fold's search writes straight into contiguous memory (`_interval_into`, no copy) and every mean over the
+    folds is K whole-row additions (the library's `_fold_mean`, the same floats in any layout); pieces of
+    `_CVAP_PIECE` values keep them small and in cache. A run is cut where a piece ends (its values then appear twice)."""
     from isocal.venn_abers import _cvap_log_and_interval
 
     k = model.n_splits_
     rows = max(1, _CVAP_PIECE // k)
-    for start in range(0, len(s), rows):
+    run_of, values, runs_before = np.empty(len(s), np.int32), [], 0
+    for start in _block_starts(len(s), rows):
         piece = s[start:start + rows]
         p0, p1 = np.empty((k, len(piece))), np.empty((k, len(piece)))
         for j, ivap in enumerate(model.ivaps_):
             ivap._interval_into(piece, p0[j], p1[j])
-        for column, values in zip(columns, _cvap_log_and_interval(p0, p1, axis=0)):
-            column[order[start:start + rows]] = values
+        firsts, run = _runs([*p0, *p1])
+        run += runs_before
+        run_of[start:start + rows] = run
+        runs_before += len(firsts)
+        values.append(_cvap_log_and_interval(p0[:, firsts], p1[:, firsts], axis=0))
+    return [np.concatenate(column) for column in zip(*values)], run_of
 
 
-def _venn_abers_block(model, scores: np.ndarray) -> list[np.ndarray]:
+def _venn_abers_block(model, scores: np.ndarray) -> list[EncodedColumn]:
     """[probability, p0, p1] of a block of scores by a fitted `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) `model`.
 
     With a single score column there is one scoring model, so every fold's model column is the same score and the K
     folds vary only the calibration set. The interval and the probability are the library's
     (`CrossVennAbers.predict_interval` and `predict_proba`): one definition, with p0 <= probability <= p1. Both
     methods start from the same intervals (per fold for CVAP); computing those once and applying the methods' own
-    merges (`_merge` for `VennAbers.predict_proba`, `_cvap_log_and_interval` for CrossVennAbers', see `_cvap_columns`)
+    merges (`_merge` for `VennAbers.predict_proba`, `_cvap_log_and_interval` for CrossVennAbers', see `_cvap_runs`)
     halves the binary searches. The block's scores are queried in sorted order, where each search gallops on from the
     previous answer (`_ivap_predict`) instead of starting again; sorting block by block, not all rows at once, holds
-    no index and no whole output column. The results are put back in the rows' order. A model fitted
-    here and the same model saved and loaded again (`--save-model`, `--model`) give the same numbers, bit for bit.
+    no index and no whole output column. In that order the intervals come in runs of equal ones (a step function of
+    the score), so each run is merged once and the three columns come dictionary-encoded (`EncodedColumn`), with one
+    code a row in the rows' order. A model fitted here and the same model saved and loaded again (`--save-model`,
+    `--model`) give the same numbers, bit for bit.
     """
     from isocal.pava import _radix_sort
     from isocal.venn_abers import VennAbers, _merge
 
     s, order = scores.copy(), np.arange(len(scores), dtype=np.uint32)  # isocal's radix sort, carrying the rows'
     _radix_sort(s, np.empty(len(s)), order, np.empty(len(s), np.uint32))  # order: a third of NumPy's argsort time
-    columns = [np.empty(len(s)) for _ in range(3)]
-    if not isinstance(model, VennAbers):  # `predict_fold_intervals` of the (m, K) scores whose columns are all `s`
-        _cvap_columns(model, s, columns, order)
-        return columns
-    q0, q1 = model.predict_interval(s)
-    for column, values in zip(columns, (_merge(q0, q1, "log"), q0, q1)):
-        column[order] = values
-    return columns
+    if isinstance(model, VennAbers):
+        q0, q1 = model.predict_interval(s)
+        firsts, run_of = _runs([q0, q1])
+        q0, q1 = q0[firsts], q1[firsts]
+        values = [_merge(q0, q1, "log"), q0, q1]
+    else:  # `predict_fold_intervals` of the (m, K) scores whose columns are all `s`
+        values, run_of = _cvap_runs(model, s)
+    codes = np.empty(len(s), np.int32)
+    codes[order] = run_of
+    return [EncodedColumn(codes, column) for column in values]
 
 
 def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") -> tuple[list[str], object]:
     """The output columns of `scores` under a fitted `model`, as their names and a lazy sequence of blocks of rows
-    (one array per name): score and probability, and for a Venn–Abers model the interval p0, p1.
+    (one column per name): score and probability, and for a Venn–Abers model the interval p0, p1 (these three as
+    `EncodedColumn`s).
     The same function makes a fit run's output and an `--model` run's, so both agree byte for byte. An
     `IsotonicCalibrator` saved from Python may have `out_of_bounds="nan"` or `"raise"`: a score outside its fitted
     range is then refused, naming `source`, before anything is written, rather than written as NaN."""

@@ -101,7 +101,7 @@ def _ivap_tables(w, ones, p0_table, p1_table):
 # %% ../nbs/04_venn_abers.ipynb #8658b68d
 _NEAR = 64     # a query gallops when the one before it was in order and its answer moved at most this far
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _ivap_predict(ux, p0_table, p1_table, s, p0, p1):
     """(p0, p1) of each test score v = s[q] from the tables, by the lower bound lo = first index with ux[lo] >= v:
     galloping forward from the previous answer while the queries run in order and close, else from scratch."""

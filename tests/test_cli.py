@@ -1259,3 +1259,47 @@ def test_write_columns_of_no_rows_writes_the_header(tmp_path):
     write_columns(tmp_path / "empty.parquet", {"score": np.array([])})
     import pyarrow.parquet as pq
     assert pq.read_table(tmp_path / "empty.parquet").num_rows == 0
+
+
+# ---------------------------------------------------------------- dictionary-encoded Venn–Abers columns
+
+STEP_VALUES = st.sampled_from([0.0, -0.0, 0.5, 1 / 3, 1.0, 5e-324, 1e-300, 0.1, 0.30000000000000004, 2.5e-5, 1e22,
+                               1e21, 123456789012345678.0, float("nan"), float("inf"), -float("inf")])
+
+
+@given(st.lists(st.tuples(STEP_VALUES, STEP_VALUES), max_size=40))
+def test_runs_encode_the_columns_exactly(rows):
+    "Each row is its run's first row, bit for bit; and neighbouring runs differ (so no run could be longer)."
+    from isocal.cli import _runs
+    columns = [np.array([row[j] for row in rows], dtype=float) for j in range(2)]
+    firsts, run = _runs(columns)
+    assert run.dtype == np.int32 and firsts.tolist() == np.flatnonzero(np.diff(run, prepend=-1)).tolist()
+    changed = np.zeros(max(len(firsts) - 1, 0), bool)
+    for column in columns:
+        assert column[firsts][run].tobytes() == column.tobytes()
+        bits = column[firsts].view(np.uint64)
+        changed |= bits[1:] != bits[:-1]
+    assert changed.all()
+
+
+@given(st.lists(STEP_VALUES, min_size=1, max_size=30), st.data())
+def test_an_encoded_column_prints_as_its_floats(values, data):
+    "The CSV text of an `EncodedColumn` is that of the float column it encodes, byte for byte, piece by piece."
+    from isocal.cli import EncodedColumn, _csv_text, _text_values
+    values = np.array(values)
+    codes = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=30)), dtype=np.int32)
+    scores = np.linspace(-1.0, 1.0, len(codes))
+    column = _text_values(EncodedColumn(codes, values))
+    dense = [scores, values[codes]]
+    for start, stop in [(0, len(codes)), (0, len(codes) // 2), (len(codes) // 2, len(codes))]:
+        text = _csv_text([scores[start:stop], column[start:stop]], ["score", "p"]).to_pybytes()
+        assert text == _csv_text([a[start:stop] for a in dense], ["score", "p"]).to_pybytes()
+
+
+@pytest.mark.parametrize("method", ["ivap", "cvap"])
+def test_venn_abers_parquet_columns_are_float64(tmp_path, scores_csv, method):
+    "Encoded columns are decoded for Parquet: a reader sees plain double columns, not dictionaries."
+    import pyarrow.parquet as pq
+    assert main(["calibrate", str(scores_csv[0]), "--method", method, "--out", str(tmp_path / "o.parquet")]) == 0
+    schema = pq.read_schema(tmp_path / "o.parquet")
+    assert [str(t) for t in schema.types] == ["double"] * 4
