@@ -28,10 +28,9 @@ from . import __version__
 __all__ = ['PROGRESS_DELAY', 'BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'READ_THREADS', 'WRITE_THREADS', 'STDIO',
            'PARQUET_EXTENSIONS', 'DEMO_LOG_LOSS_EPS', 'CVAP_SPLITS', 'DEMO_DATA', 'DEMO_SPLIT', 'DEMO_BINS',
            'DEMO_LEVEL', 'MODEL_CLASSES', 'SEED_MAX', 'CVAP_ONLY', 'InputError', 'is_parquet', 'RowLocations',
-           'read_columns', 'check_binary_labels', 'check_output', 'replace_file', 'EncodedColumn', 'write_columns',
-           'demo_description', 'demo_data', 'demo_probabilities', 'figure_formats', 'figure_path',
-           'save_reliability_figure', 'run_demo', 'format_table', 'load_model', 'warmup', 'build_parser', 'main',
-           'console_main']
+           'read_columns', 'check_binary_labels', 'check_output', 'replace_file', 'write_columns', 'demo_description',
+           'demo_data', 'demo_probabilities', 'figure_formats', 'figure_path', 'save_reliability_figure', 'run_demo',
+           'format_table', 'load_model', 'warmup', 'build_parser', 'main', 'console_main']
 
 # %% ../nbs/09_cli.ipynb #8aa9b0c4
 PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
@@ -424,7 +423,7 @@ def _arrow_array(values: np.ndarray):
 
 
 @dataclasses.dataclass(frozen=True)
-class EncodedColumn:
+class _EncodedColumn:
     """A column of a block of rows, dictionary-encoded: row i holds `values[codes[i]]`. Venn–Abers probabilities are
     step functions of the score, so a block of them holds few distinct values (one row in 15 to 100 on the GaussianNB
     scores of `bench/cli.py`), and a CSV write prints each of them once (`_text_values`). Its length and slices are
@@ -435,38 +434,38 @@ class EncodedColumn:
     def __len__(self) -> int:
         return len(self.codes)
 
-    def __getitem__(self, rows: slice) -> EncodedColumn:
-        return EncodedColumn(self.codes[rows], self.values)
+    def __getitem__(self, rows: slice) -> _EncodedColumn:
+        return _EncodedColumn(self.codes[rows], self.values)
 
 
 def _arrow_column(column):
-    """A block's column as an Arrow array: an `EncodedColumn` decoded (floats for Parquet, text for CSV), in memory of
+    """A block's column as an Arrow array: an `_EncodedColumn` decoded (floats for Parquet, text for CSV), in memory of
     the system allocator (see `_csv_text`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(column, EncodedColumn):
+    if isinstance(column, _EncodedColumn):
         values = column.values if not isinstance(column.values, np.ndarray) else _arrow_array(column.values)
         return pc.take(values, _arrow_array(column.codes), memory_pool=pa.system_memory_pool())
     return _arrow_array(column)
 
 
 def _record_batch(arrays: list, names: list[str]):
-    "Equal-length columns (NumPy arrays or `EncodedColumn`s) as an Arrow record batch with the columns `names`."
+    "Equal-length columns (NumPy arrays or `_EncodedColumn`s) as an Arrow record batch with the columns `names`."
     import pyarrow as pa
 
     return pa.RecordBatch.from_arrays([_arrow_column(a) for a in arrays], names=names)
 
 
 def _text_values(column):
-    """An `EncodedColumn` with its values printed as CSV text, by the cast that pyarrow's CSV writer applies to a float
+    """An `_EncodedColumn` with its values printed as CSV text, by the cast that pyarrow's CSV writer applies to a float
     column (the same text, byte for byte); any other column as it is."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not isinstance(column, EncodedColumn):
+    if not isinstance(column, _EncodedColumn):
         return column
-    return EncodedColumn(column.codes, pc.cast(_arrow_array(column.values), pa.string(),
+    return _EncodedColumn(column.codes, pc.cast(_arrow_array(column.values), pa.string(),
                                                memory_pool=pa.system_memory_pool()))
 
 
@@ -540,7 +539,7 @@ def _block_starts(n: int, rows: int | None = None) -> range:
 
 def _write_blocks(path, names: list[str], blocks, option: str = "--out") -> None:
     """Write columns given as blocks of rows (`blocks` yields, for consecutive rows, one column per name: a NumPy array
-    or an `EncodedColumn`) to a Parquet file (by extension), a CSV file with a header row, or `-` (standard output,
+    or an `_EncodedColumn`) to a Parquet file (by extension), a CSV file with a header row, or `-` (standard output,
     CSV); a file is replaced only when complete.
     The blocks are computed as the file is written, so no output column is ever whole in memory."""
     if os.fspath(path) == STDIO:
@@ -988,7 +987,7 @@ def _cvap_runs(model, s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     return [np.concatenate(column) for column in zip(*values)], run_of
 
 
-def _venn_abers_block(model, scores: np.ndarray) -> list[EncodedColumn]:
+def _venn_abers_block(model, scores: np.ndarray) -> list[_EncodedColumn]:
     """[probability, p0, p1] of a block of scores by a fitted `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) `model`.
 
     With a single score column there is one scoring model, so every fold's model column is the same score and the K
@@ -999,7 +998,7 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[EncodedColumn]:
     halves the binary searches. The block's scores are queried in sorted order, where each search gallops on from the
     previous answer (`_ivap_predict`) instead of starting again; sorting block by block, not all rows at once, holds
     no index and no whole output column. In that order the intervals come in runs of equal ones (a step function of
-    the score), so each run is merged once and the three columns come dictionary-encoded (`EncodedColumn`), with one
+    the score), so each run is merged once and the three columns come dictionary-encoded (`_EncodedColumn`), with one
     code a row in the rows' order. A model fitted here and the same model saved and loaded again (`--save-model`,
     `--model`) give the same numbers, bit for bit.
     """
@@ -1017,13 +1016,13 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[EncodedColumn]:
         values, run_of = _cvap_runs(model, s)
     codes = np.empty(len(s), np.int32)
     codes[order] = run_of
-    return [EncodedColumn(codes, column) for column in values]
+    return [_EncodedColumn(codes, column) for column in values]
 
 
 def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") -> tuple[list[str], object]:
     """The output columns of `scores` under a fitted `model`, as their names and a lazy sequence of blocks of rows
     (one column per name): score and probability, and for a Venn–Abers model the interval p0, p1 (these three as
-    `EncodedColumn`s).
+    `_EncodedColumn`s).
     The same function makes a fit run's output and an `--model` run's, so both agree byte for byte. An
     `IsotonicCalibrator` saved from Python may have `out_of_bounds="nan"` or `"raise"`: a score outside its fitted
     range is then refused, naming `source`, before anything is written, rather than written as NaN."""

@@ -1284,12 +1284,12 @@ def test_runs_encode_the_columns_exactly(rows):
 
 @given(st.lists(STEP_VALUES, min_size=1, max_size=30), st.data())
 def test_an_encoded_column_prints_as_its_floats(values, data):
-    "The CSV text of an `EncodedColumn` is that of the float column it encodes, byte for byte, piece by piece."
-    from isocal.cli import EncodedColumn, _csv_text, _text_values
+    "The CSV text of an `_EncodedColumn` is that of the float column it encodes, byte for byte, piece by piece."
+    from isocal.cli import _EncodedColumn, _csv_text, _text_values
     values = np.array(values)
     codes = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=30)), dtype=np.int32)
     scores = np.linspace(-1.0, 1.0, len(codes))
-    column = _text_values(EncodedColumn(codes, values))
+    column = _text_values(_EncodedColumn(codes, values))
     dense = [scores, values[codes]]
     for start, stop in [(0, len(codes)), (0, len(codes) // 2), (len(codes) // 2, len(codes))]:
         text = _csv_text([scores[start:stop], column[start:stop]], ["score", "p"]).to_pybytes()
