@@ -951,7 +951,7 @@ _CVAP_PIECE = 1 << 16  # fold intervals per piece of a CVAP block merged at once
 
 def _runs(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Runs of consecutive rows equal in every one of `columns` (equal as bits: 0.0 and -0.0, printed apart, differ):
-    the first row of each run, and the run of every row (int32)."""
+    the first row of each run, and the run of every row (int32: a block has at most `MAX_BLOCK_ROWS` rows)."""
     starts = np.zeros(len(columns[0]), bool)
     starts[:1] = True
     for column in columns:
