@@ -445,7 +445,7 @@ def _arrow_column(column):
     import pyarrow.compute as pc
 
     if isinstance(column, _EncodedColumn):
-        values = column.values if not isinstance(column.values, np.ndarray) else _arrow_array(column.values)
+        values = _arrow_array(column.values) if isinstance(column.values, np.ndarray) else column.values
         return pc.take(values, _arrow_array(column.codes), memory_pool=pa.system_memory_pool())
     return _arrow_array(column)
 

@@ -1155,7 +1155,6 @@ def test_warmup_compiles_each_module_and_reports_it(capsys):
     assert "compiled into Numba's cache" in out
 
 
-
 COMPILED_BY_CALIBRATE = """
 import json, sys
 from numba.core import event
