@@ -170,9 +170,9 @@ def reset_peak_rss():
 CHILD = CHILD_HELPERS + """
 import time, sys
 import numpy as np
-from isocal.core import _first_nonfinite
+from isocal.pava import _is_sorted
 t0 = time.perf_counter()
-_first_nonfinite(np.zeros(1))     # a trivial cached kernel: numba's own first-call start-up, for comparison
+_is_sorted(np.zeros(1))     # a trivial cached kernel: numba's own first-call start-up, for comparison
 t1 = time.perf_counter()
 from isocal.venn_abers import VennAbers
 t2 = time.perf_counter()

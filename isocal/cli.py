@@ -1079,9 +1079,9 @@ def _start_numba():
 
     def load():
         with contextlib.suppress(Exception):  # an error here shows again in the main thread, where kernels are used
-            from isocal.core import _first_nonfinite
+            from isocal.pava import _is_sorted  # the first kernel of the isotonic and IVAP fits
 
-            _first_nonfinite(np.zeros(1))
+            _is_sorted(np.zeros(1))
 
     thread = threading.Thread(target=load, name="isocal-numba")
     thread.start()

@@ -46,16 +46,12 @@ def _ensure_numba_cache_dir() -> str | None:
 NUMBA_CACHE_FALLBACK = _ensure_numba_cache_dir()   # the directory isocal pointed Numba at, or None if none was needed
 
 # %% ../nbs/00_core.ipynb #096af538
-@njit(cache=True, fastmath={'reassoc', 'nsz'})
-def _first_nonfinite(a):
-    "Index of the first NaN or ±inf in `a`, or -1."
-    probe = 0.0
-    for i in range(a.shape[0]):
-        probe += a[i] * 0.0        # NaN iff some a[i] is NaN or ±inf; reassociation lets this vectorise
-    if probe == 0.0: return -1
-    for i in range(a.shape[0]):
-        if not np.isfinite(a[i]): return i
-    return -1
+def _first_nonfinite(a) -> int:
+    "Index of the first NaN or ±inf in the float64 array `a`, or -1."
+    with np.errstate(over='ignore', invalid='ignore'):
+        if np.isfinite(np.add.reduce(a)): return -1    # the usual case, certified by one vectorised pass
+    bad = np.flatnonzero(~np.isfinite(a))          # some NaN or ±inf, or finite values whose sum overflowed
+    return int(bad[0]) if bad.size else -1
 
 # %% ../nbs/00_core.ipynb #429c8f9f
 def not_finite_error(name, arr, index) -> ValueError:
@@ -105,18 +101,13 @@ def check_same_length(**arrays) -> int:
     return next(iter(lengths.values()), 0)
 
 # %% ../nbs/00_core.ipynb #22f42bf0
-@njit(cache=True, fastmath={'reassoc', 'nsz'})
 def _scan_weights(w):
-    "(index of the first non-finite or negative weight or -1, total weight), vectorised like `_first_nonfinite`."
-    total, probe, negatives = 0.0, 0.0, 0
-    for i in range(w.shape[0]):
-        total += w[i]
-        probe += w[i] * 0.0
-        negatives += w[i] < 0.0
-    if probe == 0.0 and negatives == 0: return -1, total
-    for i in range(w.shape[0]):
-        if not (np.isfinite(w[i]) and w[i] >= 0.0): return i, total
-    return -1, total
+    "(index of the first non-finite or negative weight or -1, total weight), by the sum test of `_first_nonfinite`."
+    with np.errstate(over='ignore', invalid='ignore'):
+        total = float(np.add.reduce(w))
+    if np.isfinite(total) and (w.shape[0] == 0 or w.min() >= 0.0): return -1, total
+    bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0.0)))
+    return (int(bad[0]) if bad.size else -1), total
 
 def check_weights(weights, n: int, name: str = 'weights') -> np.ndarray | None:
     "Validated sample weights (finite, ≥ 0, `n` of them, not all zero), or None for unit weights."

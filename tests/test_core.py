@@ -21,12 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import isocal
-from isocal.core import as_float_array, check_choice, check_increasing, check_same_length, check_weights
+from isocal.core import (_first_nonfinite, _scan_weights, as_float_array, check_choice, check_increasing,
+                         check_same_length, check_weights)
 from isocal.pava import IsotonicCalibrator, fit_staircase, isotonic_regression
 
 ISOCAL_DIR = Path(isocal.__file__).resolve().parent
@@ -192,6 +193,31 @@ def test_check_weights():
     with pytest.raises(TypeError, match=r"`w`"):
         check_weights(["a", "b"], 2, "w")
     assert check_weights([-0.0, 1.0], 2) is not None  # negative zero is zero
+
+
+EDGE_FLOATS = st.floats(width=64) | st.sampled_from([np.nan, np.inf, -np.inf, 1e308, -1e308, -0.0, 5e-324])
+
+
+@given(hnp.arrays(np.float64, st.integers(0, 30), elements=EDGE_FLOATS))
+@example(np.array([1e308, 1e308]))
+@example(np.array([1.0, np.inf, -np.inf]))
+def test_first_nonfinite_is_the_first_nan_or_inf(a):
+    """The sum test against a scan: the first NaN or ±inf wherever it is, also when finite values overflow the sum
+    or infinities of both signs cancel into NaN."""
+    expected = next((i for i, v in enumerate(a) if not np.isfinite(v)), -1)
+    assert _first_nonfinite(a) == expected
+
+
+@given(hnp.arrays(np.float64, st.integers(0, 30), elements=EDGE_FLOATS))
+@example(np.array([-0.0, 1.0, -1.0]))
+@example(np.array([1e308, 1e308, 0.0]))
+def test_scan_weights_is_the_first_bad_weight(w):
+    "The first NaN, ±inf or negative weight (−0.0 is not negative), by a scan; all-zero weights total exactly 0."
+    expected = next((i for i, v in enumerate(w) if not (np.isfinite(v) and v >= 0.0)), -1)
+    bad, total = _scan_weights(w)
+    assert bad == expected
+    if bad < 0:
+        assert (total == 0.0) == (not w.any())
 
 
 def test_check_increasing():
