@@ -340,7 +340,8 @@ class OnlineIsotonic:
             if len(back): raise ValueError(f"`x` must be non-decreasing: x[{back[0] + 1}] = {xs[back[0] + 1]} after {xs[back[0]]}")
             if m and self._n: self._check_x(xs[0])
         if m == 0: return self
-        total = self._checked_total(m if w is None else float(np.sum(w)), 'weights')
+        with np.errstate(over='ignore'):   # a total that overflows is refused by `_checked_total`, with its message
+            total = self._checked_total(m if w is None else float(np.sum(w)), 'weights')
         if self._general:
             for k in range(m): self.add(ys[k], 1.0 if w is None else w[k], x=None if xs is None else xs[k])
             return self

@@ -5,6 +5,7 @@ offline fits `isotonic_regression`, `isotonic_convex` and `fit_staircase(..., ti
 """
 import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -568,5 +569,9 @@ def test_issue12_huge_weights_and_their_limit():
     with pytest.raises(ValueError, match='`weights`: the stream.s total weight'):
         s.extend([0.0], [1e308])
     assert pickle.dumps(s) == before
+    with warnings.catch_warnings():                     # the error alone: no NumPy overflow warning before it
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match='`weights`: the stream.s total weight'):
+            OnlineIsotonic().extend([1.0, 2.0], [1.7e308, 1.7e308])
     tiny = OnlineIsotonic().extend([2.0, 1.0, 5.0], [5e-324, 1e-323, 1e-300])
     np.testing.assert_allclose(tiny.fitted_values(), [4 / 3, 4 / 3, 5.0], rtol=1e-15)
