@@ -137,7 +137,8 @@ def _status(ok):
 
 def warm_up():
     "Compile (or load from cache) every Numba kernel used below, on tiny inputs of the same types."
-    from isocal.pava import IsotonicCalibrator, isotonic_regression
+    from isocal.isotonic import IsotonicCalibrator
+    from isocal.pava import isotonic_regression
     x = make_scores(100, ties=True, order='unsorted')
     y = make_targets(x, 'binary')
     w = make_weights(100, True)
@@ -195,7 +196,7 @@ def _is_target_case(order, ties): return order == 'unsorted' and ties
 
 def bench_fit(sizes, repeat=7, *, seed=0, memory=True, memory_max_n=1_000_000, cases=FIT_CASES, log=print):
     from sklearn.isotonic import IsotonicRegression
-    from isocal.pava import IsotonicCalibrator
+    from isocal.isotonic import IsotonicCalibrator
     rows, argsort_cache = [], {}
     for n in sizes:
         for order, ties, ykind, weighted in cases:
@@ -235,7 +236,7 @@ def bench_fit(sizes, repeat=7, *, seed=0, memory=True, memory_max_n=1_000_000, c
 
 # --- c. predict vs np.interp ---------------------------------------------------------------------------------------
 def bench_predict(n_train, repeat=7, *, n_query=PREDICT_N, seed=0, log=print):
-    from isocal.pava import IsotonicCalibrator
+    from isocal.isotonic import IsotonicCalibrator
     rows = []
     for name, ties, ykind in (('binary,ties', True, 'binary'), ('noisy,cont', False, 'noisy')):
         x = make_scores(n_train, ties=ties, order='unsorted', seed=seed)
@@ -265,14 +266,14 @@ _SETUP = ("import pickle\nimport numpy as np\n"
           "y = (rng.random(1000) < x).astype(float)\n")
 _CALLS = {  # name: (untimed set-up, timed first call)
     'isotonic_regression': ('', 'isocal.pava.isotonic_regression(y)'),
-    'fit': ('', 'isocal.pava.IsotonicCalibrator().fit(x, y)'),
+    'fit': ('', 'isocal.IsotonicCalibrator().fit(x, y)'),   # its module (and scikit-learn) imported on first use
     'predict': ('', 'pickle.loads(FITTED).predict(x)'),   # FITTED: a pickled calibrator, made by the parent
 }
 
 def _fitted_pickle():
     "A pickled IsotonicCalibrator fitted on the subprocesses' data: 'first predict' = load a model, then predict."
     import pickle
-    from isocal.pava import IsotonicCalibrator
+    from isocal.isotonic import IsotonicCalibrator
     ns = {}
     exec(_SETUP, ns)
     return pickle.dumps(IsotonicCalibrator().fit(ns['x'], ns['y']))

@@ -654,7 +654,7 @@ def demo_probabilities(seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]
     """
     from sklearn.naive_bayes import GaussianNB
 
-    from isocal.pava import IsotonicCalibrator
+    from isocal.isotonic import IsotonicCalibrator
     from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
 
     X_train, X_cal, X_test, y_train, y_cal, y_test = demo_data(seed)
@@ -1102,7 +1102,7 @@ def _fit_model(args, numba=None):
     if args.method == "isotonic" and args.save_model is None:
         return _isotonic_map(train["score"], train["label"]), train["score"]
     if args.method == "isotonic":
-        from isocal.pava import IsotonicCalibrator  # only now: bad input is reported without waiting for Numba
+        from isocal.isotonic import IsotonicCalibrator  # only now: bad input is reported without waiting for Numba
 
         # Clip: scores outside the fitted range (possible with --apply) get the nearest end level rather than NaN.
         return IsotonicCalibrator(out_of_bounds="clip").fit(train["score"], train["label"]), train["score"]

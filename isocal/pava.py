@@ -14,7 +14,7 @@ from .core import (_merge_back, _violates, as_float_array, as_real_array, check_
                          check_same_length, check_weights, not_finite_error)
 
 # %% auto #0
-__all__ = ['IsotonicResult', 'isotonic_regression', 'Staircase', 'fit_staircase', 'IsotonicCalibrator']
+__all__ = ['IsotonicResult', 'isotonic_regression', 'Staircase', 'fit_staircase']
 
 # %% ../nbs/01_pava.ipynb #3a06fbd4
 @njit(cache=True)
@@ -595,12 +595,3 @@ def _as_column(X, name):
     elif arr.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D or a single column (n, 1), got shape {arr.shape}")
     return arr
-
-def __getattr__(name):
-    "`IsotonicCalibrator` is defined in `isocal.isotonic` (which imports scikit-learn); re-exported on first lookup."
-    if name == 'IsotonicCalibrator':
-        from isocal.isotonic import IsotonicCalibrator
-        return IsotonicCalibrator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-_all_ = ['IsotonicCalibrator']

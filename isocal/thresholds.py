@@ -18,7 +18,7 @@ from .pava import _radix_sort, _is_sorted
 # %% auto #0
 __all__ = ['TIE_ULPS', 'PIO_MIN_WORK', 'BLOCKS_PER_THREAD', 'loss_matrix', 'theorem2_holds', 'ThresholdProblem', 'prepare',
            'ThresholdResult', 'threshold_labels', 'thresholds_dp', 'thresholds_io', 'thresholds_pio',
-           'optimal_thresholds', 'empirical_risk', 'ordinal_scores', 'ThresholdLabeler']
+           'optimal_thresholds', 'empirical_risk', 'ordinal_scores']
 
 # %% ../nbs/06_thresholds.ipynb #264ad95b
 _NAMED_LOSSES = ('absolute', 'squared', 'zero-one')
@@ -567,12 +567,3 @@ def _model_scores(s, method: str) -> np.ndarray:
     if s.ndim == 2 and s.shape[1] == 1: s = s[:, 0]
     if s.ndim != 1: raise ValueError(f"`{method}` returned shape {s.shape}; a 1DT needs one score per sample")
     return np.ascontiguousarray(s, dtype=np.float64)
-
-def __getattr__(name):
-    "`ThresholdLabeler` is defined in `isocal.labeler` (which imports scikit-learn); re-exported on first lookup."
-    if name == 'ThresholdLabeler':
-        from isocal.labeler import ThresholdLabeler
-        return ThresholdLabeler
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-_all_ = ['ThresholdLabeler']

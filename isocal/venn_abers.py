@@ -15,7 +15,7 @@ from .pava import _EVERY_FOLD, _class_tie_groups, _count_dtype, _counting_only, 
 from .portable import Fields, Portable, encode_floats
 
 # %% auto #0
-__all__ = ['MERGES', 'merge_intervals', 'VennAbers', 'fold_ids', 'CrossVennAbers', 'VennAbersCalibrator']
+__all__ = ['MERGES', 'merge_intervals', 'VennAbers', 'fold_ids', 'CrossVennAbers']
 
 # %% ../nbs/04_venn_abers.ipynb #8168ea24
 @njit(cache=True, inline='always')
@@ -465,12 +465,3 @@ class CrossVennAbers(Portable):
         "Merged probability of the label 1, shape (m,) (see `merge_intervals`)."
         check_choice(merge, 'merge', MERGES)
         return _merge_many(*self.predict_fold_intervals(scores), merge, axis=1)
-
-# %% ../nbs/04_venn_abers.ipynb #5e60bd7f
-_all_ = ['VennAbersCalibrator']
-
-def __getattr__(name):
-    if name == 'VennAbersCalibrator':
-        from isocal.calibration import VennAbersCalibrator
-        return VennAbersCalibrator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

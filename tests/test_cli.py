@@ -442,7 +442,7 @@ def test_calibrate_file_size_limit_keeps_the_previous_output(tmp_path, scores_cs
     out = tmp_path / "out.csv"
     out.write_text("previous,results\n1,2\n")
     before = snapshot(tmp_path)
-    code = ("import resource, sys; from isocal.cli import main; from isocal.pava import IsotonicCalibrator; "
+    code = ("import resource, sys; from isocal.cli import main; from isocal.isotonic import IsotonicCalibrator; "
             "IsotonicCalibrator(out_of_bounds='clip').fit([0., 1.], [0., 1.]).predict([0.5]); "  # compile first
             "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)); sys.exit(main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", code, "calibrate", str(scores_csv[0]), "--out", str(out)],
@@ -966,7 +966,7 @@ def test_saved_model_applies_to_new_scores_as_apply_did(tmp_path, scores_csv, me
 
 @pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
 def test_saved_model_is_the_portable_file_of_the_fitted_calibrator(tmp_path, scores_csv, method):
-    from isocal.pava import IsotonicCalibrator
+    from isocal.isotonic import IsotonicCalibrator
     from isocal.portable import load
     from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
     path, s, y = scores_csv
@@ -1133,7 +1133,7 @@ def test_help_documents_save_model_and_model(capsys):
 
 @pytest.mark.parametrize("out_of_bounds", ["nan", "raise"])
 def test_model_saved_without_clipping_refuses_scores_outside_its_range(tmp_path, capsys, out_of_bounds):
-    from isocal.pava import IsotonicCalibrator
+    from isocal.isotonic import IsotonicCalibrator
     model = tmp_path / "m.json"
     IsotonicCalibrator(out_of_bounds=out_of_bounds).fit([0.0, 1.0, 2.0], [0, 1, 1]).save(model)
     inside = write_csv(tmp_path / "inside.csv", ["score"], [[0.0], [1.5], [2.0]])

@@ -28,7 +28,8 @@ from hypothesis.extra import numpy as hnp
 import isocal
 from isocal.core import (_first_nonfinite, _scan_weights, as_float_array, check_choice, check_increasing,
                          check_same_length, check_weights)
-from isocal.pava import IsotonicCalibrator, fit_staircase, isotonic_regression
+from isocal.isotonic import IsotonicCalibrator
+from isocal.pava import fit_staircase, isotonic_regression
 
 ISOCAL_DIR = Path(isocal.__file__).resolve().parent
 

@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from isocal.distributed import fit_isotonic_dask, is_dask_collection, predict_dask
-from isocal.pava import IsotonicCalibrator, Staircase, fit_staircase
+from isocal import IsotonicCalibrator, Staircase, fit_staircase
 
 
 @pytest.fixture(autouse=True)

@@ -44,7 +44,8 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError, SkipTestWarning
 from sklearn.isotonic import IsotonicRegression
 
-from isocal.pava import IsotonicCalibrator, Staircase, fit_staircase, isotonic_regression
+from isocal.isotonic import IsotonicCalibrator
+from isocal.pava import Staircase, fit_staircase, isotonic_regression
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Confidence interval of the Spearman"),
               pytest.mark.filterwarnings("ignore:An input array is constant")]
@@ -1007,26 +1008,27 @@ def test_calibrator_with_general_loss_predicts_its_staircase():
 
 def test_calibrator_is_an_ordinary_class_in_isocal_isotonic():
     """The estimator is a class statement in `isocal.isotonic` (inspect can read its source, its methods are its
-    own), and `isocal.pava.IsotonicCalibrator` is the very same class."""
+    own), and `isocal.IsotonicCalibrator` is the very same class."""
     import importlib
     import inspect
     isotonic = importlib.import_module("isocal.isotonic")
     cls = isotonic.IsotonicCalibrator
-    assert cls is IsotonicCalibrator and cls.__module__ == "isocal.isotonic"
+    assert cls is IsotonicCalibrator is importlib.import_module("isocal").IsotonicCalibrator
+    assert cls.__module__ == "isocal.isotonic"
     assert inspect.getsource(cls).startswith("class IsotonicCalibrator(")
     for method in ("fit", "predict", "transform", "get_feature_names_out", "__sklearn_tags__"):
         assert method in vars(cls), method
 
 
-def test_import_pava_stays_light_and_reexports_lazily():
-    """`import isocal.pava` imports neither scikit-learn nor isocal.distributed/isotonic; the estimator comes from
-    `isocal.isotonic` on first lookup."""
+def test_import_pava_stays_light_and_does_not_reexport():
+    """`import isocal.pava` imports neither scikit-learn nor isocal.distributed/isotonic/convex/fit, and does not
+    re-export the estimator: its home is `isocal.isotonic` (and `isocal` the public path)."""
     import subprocess
     import sys
     code = ("import sys, isocal.pava as p; heavy = [m for m in ('sklearn', 'isocal.isotonic', 'isocal.distributed', "
-            "'isocal.convex') if m in sys.modules]; assert not heavy, heavy; "
-            "import isocal.isotonic as i; assert p.IsotonicCalibrator is i.IsotonicCalibrator; "
-            "from isocal.pava import *; assert IsotonicCalibrator is i.IsotonicCalibrator; print('ok')")
+            "'isocal.convex', 'isocal.fit') if m in sys.modules]; assert not heavy, heavy; "
+            "assert not hasattr(p, 'IsotonicCalibrator') and 'IsotonicCalibrator' not in p.__all__; "
+            "from isocal.pava import *; assert 'IsotonicCalibrator' not in dir(); print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 

@@ -2,7 +2,7 @@
 
 What runs
 * scikit-learn's `sklearn/tests/test_isotonic.py`, with `IsotonicRegression` rebound to
-  `isocal.pava.IsotonicCalibrator`;
+  `isocal.isotonic.IsotonicCalibrator`;
 * SciPy's `scipy/optimize/tests/test_isotonic_regression.py`, with `isotonic_regression` rebound to
   `isocal.pava.isotonic_regression`.
 Both files are read from the installed packages at test time; none of the peers' test code is copied here, so
@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+import isocal.isotonic
 import isocal.pava
 
 PEERS = {   # short name: (installed test module, {peer name: isocal object put in its place})
-    'sklearn': ('sklearn.tests.test_isotonic', {'IsotonicRegression': isocal.pava.IsotonicCalibrator}),
+    'sklearn': ('sklearn.tests.test_isotonic', {'IsotonicRegression': isocal.isotonic.IsotonicCalibrator}),
     'scipy': ('scipy.optimize.tests.test_isotonic_regression',
               {'isotonic_regression': isocal.pava.isotonic_regression}),
 }

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from isocal.thresholds import (ThresholdLabeler, empirical_risk, loss_matrix, optimal_thresholds, ordinal_scores,
+from isocal.labeler import ThresholdLabeler
+from isocal.thresholds import (empirical_risk, loss_matrix, optimal_thresholds, ordinal_scores,
                                prepare, theorem2_holds, threshold_labels, thresholds_dp, thresholds_io,
                                thresholds_pio)
 import isocal.thresholds as thr
@@ -434,12 +435,13 @@ def test_empirical_risk_extreme_weights_against_exact(case, factor):
 
 def test_labeler_is_an_ordinary_class_in_isocal_labeler():
     """A class statement in `isocal.labeler` (inspect reads its source, its methods are its own), the same class as
-    `isocal.thresholds.ThresholdLabeler`, with scikit-learn's parameter protocol."""
+    `isocal.ThresholdLabeler` (not re-exported by `isocal.thresholds`), with scikit-learn's parameter protocol."""
     import importlib
     import inspect
     from sklearn.base import BaseEstimator, ClassifierMixin, clone
     cls = importlib.import_module('isocal.labeler').ThresholdLabeler
-    assert cls is ThresholdLabeler is thr.ThresholdLabeler and cls.__module__ == 'isocal.labeler'
+    assert cls is ThresholdLabeler is importlib.import_module('isocal').ThresholdLabeler
+    assert not hasattr(thr, 'ThresholdLabeler') and cls.__module__ == 'isocal.labeler'
     assert inspect.getsource(cls).startswith('class ThresholdLabeler(Portable, ClassifierMixin, BaseEstimator):')
     assert cls.__mro__[2:4] == (ClassifierMixin, BaseEstimator)
     for method in ('fit', 'predict', 'decision_function', '__sklearn_tags__'):
@@ -455,12 +457,11 @@ def test_labeler_is_an_ordinary_class_in_isocal_labeler():
 
 
 def test_import_thresholds_does_not_import_sklearn():
-    "`import isocal.thresholds` stays light: the labeler (and scikit-learn) load on first lookup."
+    "`import isocal.thresholds` stays light: neither the labeler nor scikit-learn loads, and nothing is re-exported."
     import subprocess
     import sys
     code = ("import sys, isocal.thresholds as t; assert 'sklearn' not in sys.modules; "
-            "assert 'isocal.labeler' not in sys.modules; import isocal.labeler as l; "
-            "assert t.ThresholdLabeler is l.ThresholdLabeler")
+            "assert 'isocal.labeler' not in sys.modules; assert not hasattr(t, 'ThresholdLabeler')")
     subprocess.run([sys.executable, '-c', code], check=True)
 
 
