@@ -137,7 +137,7 @@ def main():
     from dask.utils import format_bytes, parse_bytes
     from distributed import Client, LocalCluster
     from isocal.distributed import fit_isotonic_dask
-    from isocal.pava import fit_staircase
+    from isocal.fit import fit_staircase
 
     report = {'n': n, 'single_n': single_n, 'partition': partition, 'memory_limit': args.memory_limit,
               'shuffle': args.shuffle}

@@ -12,7 +12,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 _HOME = {
-    'isotonic_regression': 'pava', 'IsotonicResult': 'pava', 'Staircase': 'pava', 'fit_staircase': 'pava',
+    'isotonic_regression': 'pava', 'IsotonicResult': 'pava', 'Staircase': 'pava', 'fit_staircase': 'fit',
     'IsotonicCalibrator': 'isotonic',
     'isotonic_convex': 'convex', 'anytime_isotonic': 'convex', 'get_loss': 'convex',
     'OnlineIsotonic': 'online',
@@ -46,13 +46,14 @@ if TYPE_CHECKING:
     from .calibration import VennAbersCalibrator
     from .convex import anytime_isotonic, get_loss, isotonic_convex
     from .diagnostics import corp_recalibrate, corp_reliability_diagram, miscalibration_test, score_decomposition
+    from .fit import fit_staircase
     from .forward import excess_loo, forward_predict, loo_predictions
     from .isotonic import IsotonicCalibrator
     from .labeler import ThresholdLabeler
     from .metrics import brier_score, calibration_report, expected_calibration_error, log_loss, reliability_diagram
     from .multiclass import MulticlassCalibrator
     from .online import OnlineIsotonic
-    from .pava import IsotonicResult, Staircase, fit_staircase, isotonic_regression
+    from .pava import IsotonicResult, Staircase, isotonic_regression
     from .portable import load
     from .thresholds import optimal_thresholds
     from .venn_abers import CrossVennAbers, VennAbers

@@ -1197,7 +1197,8 @@ def _warmup_tasks() -> dict:
     ties = np.round(x, 1)
 
     def pava():
-        from isocal.pava import fit_staircase, isotonic_regression
+        from isocal.fit import fit_staircase
+        from isocal.pava import isotonic_regression
         isotonic_regression(x); isotonic_regression(x, w)
         fit_staircase(ties, labels.astype(float), w)(x)
 
@@ -1207,7 +1208,7 @@ def _warmup_tasks() -> dict:
 
     def convex():
         from isocal.convex import PseudoHuber, Quantile, anytime_isotonic, isotonic_convex
-        from isocal.pava import fit_staircase
+        from isocal.fit import fit_staircase
         for loss in (PseudoHuber(1.0), Quantile(0.5)):
             isotonic_convex(loss, x); isotonic_convex(loss, x, w)
             fit_staircase(ties, x, loss=loss)

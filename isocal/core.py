@@ -91,6 +91,15 @@ def as_float_array(a, name: str, *, allow_empty: bool = True, check_finite: bool
     return arr
 
 
+# %% ../nbs/00_core.ipynb #c0d99118
+def _as_column(X, name):
+    "A 1-D score array from shape (n,) or (n, 1)."
+    arr = as_real_array(X, name)
+    if arr.ndim == 2 and arr.shape[1] == 1: arr = arr[:, 0]
+    elif arr.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D or a single column (n, 1), got shape {arr.shape}")
+    return arr
+
 # %% ../nbs/00_core.ipynb #ce4a3d59
 def check_same_length(**arrays) -> int:
     "The common length of the named arrays, or a `ValueError` naming the ones that differ."

@@ -14,7 +14,7 @@ import numpy as np
 
 from .core import as_float_array, check_choice, check_same_length, check_weights
 from .metrics import _check_labels, _check_level, _check_probabilities, _unit_scale, brier_score, log_loss
-from .pava import fit_staircase
+from .fit import _fit_staircase
 
 # %% auto #0
 __all__ = ['SCORES', 'BANDS', 'corp_recalibrate', 'ScoreDecomposition', 'score_decomposition', 'MiscalibrationTest',
@@ -45,7 +45,7 @@ def _frequencies(y, w, groups):
 def _recalibrate(p, y, w):
     """PAV fit of validated labels on validated forecasts, tied forecasts pooled: PAV finds the blocks, and each
     block's level is its frequency by `_frequencies`."""
-    fitted = fit_staircase(p, y, w, ties="secondary").fitted
+    fitted = _fit_staircase(p, y, w, True, "secondary", None).fitted
     _, block = np.unique(fitted, return_inverse=True)      # adjacent PAV blocks have distinct levels
     p_hat = _frequencies(y, w, block)[block]
     # Adjacent blocks whose frequencies agree to the last bits could swap order after recomputation: keep the order.
@@ -299,7 +299,7 @@ def confidence_band(p, y, sample_weight=None, *, level: float = 0.9, n_resamples
     while len(curves) < n_resamples:
         i = rng.integers(0, len(p), len(p))
         if w is not None and not w[i].any(): continue      # a resample of zero-weight samples only: draw again
-        curves.append(fit_staircase(p[i], y[i], None if w is None else w[i], ties="secondary")(x))
+        curves.append(_fit_staircase(p[i], y[i], None if w is None else w[i], True, "secondary", None)(x))
     return (x,) + _pointwise(np.clip(np.array(curves), 0.0, 1.0), level)
 
 
@@ -439,8 +439,9 @@ def _quantile_inputs(q, y, tau, sample_weight, q_name: str = "q"):
 
 
 def _quantile_recalibrate(q, y, w, loss):
-    "The smallest isotonic tau-quantile regression of `y` on `q`, tied forecasts pooled."
-    return fit_staircase(q, y, w, ties="secondary", loss=loss).fitted
+    """The smallest isotonic tau-quantile regression of validated `y` on `q`, tied forecasts pooled (`loss` the
+    `Quantile` of `_quantile_inputs`, a loss the fit layer passes to `isocal.convex` as it is)."""
+    return _fit_staircase(q, y, w, True, "secondary", loss).fitted
 
 
 def quantile_recalibrate(q, y, tau, sample_weight=None) -> np.ndarray:

@@ -12,9 +12,10 @@ from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import check_increasing as spearman_increasing
 
-from .core import as_float_array, check_choice, check_increasing, check_same_length, check_weights
+from .core import _as_column, as_float_array, check_choice, check_increasing, check_same_length, check_weights
 from .distributed import fit_isotonic_dask, is_dask_collection, predict_dask
-from .pava import _OOB, Staircase, _as_column, _general_loss, _tie_blocks, _tie_runs, fit_staircase
+from .fit import _fit_blocks, _fit_loss, _tie_runs
+from .pava import _OOB, Staircase
 from .portable import Fields, Portable, PortableError, encode_float, encode_floats
 
 # %% auto #0
@@ -59,11 +60,8 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         if w is not None and not w.all():                              # a zero-weight row is as if absent
             keep = w > 0
             x, y, w = x[keep], y[keep], w[keep]
-        if self.ties == 'secondary' and _general_loss(self.loss, y) is None:
-            lo, hi, levels, _, _ = _tie_blocks(x, y, w, 1.0 if inc else -1.0)
-        else:
-            st = fit_staircase(x, y, w, increasing=inc, ties=self.ties, loss=self.loss)
-            lo, hi, levels = st.x_lo, st.x_hi, st.levels
+        general = _fit_loss(self.loss, y, self.ties)
+        lo, hi, levels, _ = _fit_blocks(x, y, w, 1.0 if inc else -1.0, self.ties, general, with_fitted=False)
         self._set_staircase(lo, hi, levels, inc)
         if self.interpolation in ('centered', 'strict'): self._set_rank_map(x, y, w)
         return self
@@ -89,9 +87,8 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         runs = _tie_runs(levels)
         lo, hi, levels = lo[runs[:-1]], hi[runs[1:] - 1], levels[runs[:-1]]
         single_score = lo[0] == hi[-1]          # scikit-learn's calibrator is then the constant everywhere
-        self.staircase_ = Staircase(lo, hi, levels, increasing=inc,
-                                    interpolation='step' if self.interpolation == 'step' else 'linear',
-                                    out_of_bounds='clip' if single_score else self.out_of_bounds)
+        self.staircase_ = Staircase._of_blocks(lo, hi, levels, inc, 'step' if self.interpolation == 'step' else 'linear',
+                                               'clip' if single_score else self.out_of_bounds)
         self.increasing_ = inc
         self.X_min_, self.X_max_ = float(lo[0]), float(hi[-1])
         self.X_thresholds_, self.y_thresholds_ = self.staircase_.knots()
@@ -110,8 +107,7 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
             kx, ky = _centred_knots(ux, uw, block, st.x_lo, st.x_hi, st.levels)
         else:
             kx, ky = ux, _strict_knot_levels(y, w, tie, uw, block, st.levels, st.increasing, self.y_min, self.y_max)
-        self.staircase_ = Staircase(kx, kx, ky, increasing=st.increasing, interpolation='linear',
-                                    out_of_bounds=st.out_of_bounds)
+        self.staircase_ = Staircase._of_blocks(kx, kx, ky, st.increasing, 'linear', st.out_of_bounds)
         self.X_thresholds_, self.y_thresholds_ = self.staircase_.knots()
 
     def _check_params(self):

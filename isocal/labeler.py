@@ -12,8 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import get_tags
 
-from .core import as_float_array, as_real_array, check_same_length, check_weights
-from .pava import _as_column
+from .core import _as_column, as_float_array, as_real_array, check_same_length, check_weights
 from .portable import Fields, Portable, PortableError, encode_floats, encode_labels
 from .thresholds import optimal_thresholds, ordinal_scores, threshold_labels
 

@@ -29,7 +29,8 @@ import isocal
 from isocal.core import (_first_nonfinite, _scan_weights, as_float_array, check_choice, check_increasing,
                          check_same_length, check_weights)
 from isocal.isotonic import IsotonicCalibrator
-from isocal.pava import fit_staircase, isotonic_regression
+from isocal.fit import fit_staircase
+from isocal.pava import isotonic_regression
 
 ISOCAL_DIR = Path(isocal.__file__).resolve().parent
 
@@ -494,12 +495,12 @@ RUNNER = textwrap.dedent("""
         out["probe"] = "ok"
     except RuntimeError as err:
         out["probe"] = str(err)
-    import isocal, isocal.core, isocal.pava
+    import isocal, isocal.core, isocal.fit, isocal.pava
     out["isocal_file"] = isocal.__file__
     out["fallback"] = isocal.core.NUMBA_CACHE_FALLBACK
     out["env_after"] = os.environ.get("NUMBA_CACHE_DIR")
     out["fit"] = isocal.pava.isotonic_regression([3, 1, 2]).x.tolist()
-    out["staircase"] = isocal.pava.fit_staircase([2.0, 0.0, 1.0], [3.0, 1.0, 2.0])([0.5, 2.5]).tolist()
+    out["staircase"] = isocal.fit.fit_staircase([2.0, 0.0, 1.0], [3.0, 1.0, 2.0])([0.5, 2.5]).tolist()
     print("RESULT" + json.dumps(out))
 """)
 

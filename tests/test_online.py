@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from isocal.convex import Expectile, PseudoHuber, isotonic_convex
 from isocal.online import OnlineIsotonic, merge_trace
-from isocal.pava import fit_staircase, isotonic_regression
+from isocal import fit_staircase, isotonic_regression
 
 EXAMPLE = [44, 52, 18, 14, 93, 37, 96, 8, 1, 95, 21, 77, 46, 36, 69]
 # Example 3 of the paper, transcribed: the state after each arrival, then after each join.

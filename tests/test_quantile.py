@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 from isocal.convex import Quantile, anytime_isotonic, isotonic_convex
 from isocal.isotonic import IsotonicCalibrator
 from isocal.online import OnlineIsotonic
-from isocal.pava import fit_staircase
+from isocal.fit import fit_staircase
 
 
 def lower_quantile(values, weights, tau):
