@@ -18,7 +18,8 @@ from hypothesis import example, given, strategies as st
 from sklearn.isotonic import IsotonicRegression
 
 from isocal import __version__
-from isocal.cli import format_table, main, run_demo
+from isocal.cli import main
+from isocal.cli_demo import format_table, run_demo
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SCRIPT = Path(sys.executable).with_name("isocal")
@@ -42,6 +43,18 @@ def read_csv(path):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     return rows[0], np.array(rows[1:], dtype=float)
+
+
+def set_everywhere(monkeypatch, name, value):
+    """Set the module constant `name` in every part of the command line that holds it (the module that defines it and
+    those that import it), as a setting of the whole command."""
+    import importlib
+    modules = [importlib.import_module(f"isocal.{m}") for m in ("cli_read", "cli_write", "cli_demo", "cli_calibrate",
+                                                                "cli_warmup", "cli")]
+    holders = [m for m in modules if hasattr(m, name)]
+    assert holders, name
+    for m in holders:
+        monkeypatch.setattr(m, name, value)
 
 
 @pytest.fixture
@@ -80,7 +93,7 @@ def test_demo_isotonic_is_better_calibrated_on_the_test_split(demo_rows):
 
 
 def test_demo_has_a_test_split_large_enough_to_say_something():
-    from isocal.cli import demo_probabilities
+    from isocal.cli_demo import demo_probabilities
     y_test, probs, _ = demo_probabilities(0)
     assert len(y_test) >= 5000 and 0.3 < y_test.mean() < 0.7  # issue 15: not 171 rows
     assert all(len(p) == len(y_test) for p in probs.values())
@@ -91,7 +104,7 @@ def test_demo_ivap_matches_the_venn_abers_package():
     from sklearn.datasets import make_classification
     from sklearn.model_selection import train_test_split
     from sklearn.naive_bayes import GaussianNB
-    from isocal.cli import demo_probabilities
+    from isocal.cli_demo import demo_probabilities
 
     X, y = make_classification(n_samples=20_000, n_features=20, n_informative=2, n_redundant=10, random_state=0)
     X_train, X_rest, y_train, y_rest = train_test_split(X, y, train_size=0.4, stratify=y, random_state=0)
@@ -123,7 +136,7 @@ def test_demo_is_deterministic(demo_rows):
 
 
 def test_demo_command_prints_an_aligned_table(tmp_path, capsys):
-    from isocal.cli import demo_description
+    from isocal.cli_demo import demo_description
     png = tmp_path / "r.png"
     assert main(["demo", "--out", str(png), "--seed", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -142,7 +155,7 @@ def test_demo_figure_has_a_panel_with_bands_per_model(tmp_path, monkeypatch):
     """Issue 15: one panel per model, each with its title (name and metrics), axis labels, a shaded Wilson band
     (the library's `reliability_band`) and a histogram; a figure title and one legend that names every element."""
     from matplotlib.figure import Figure
-    from isocal.cli import demo_probabilities, save_reliability_figure
+    from isocal.cli_demo import demo_probabilities, save_reliability_figure
     from isocal.metrics import reliability_band
     drawn = {}
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: drawn.setdefault("fig", self))
@@ -506,7 +519,7 @@ def test_calibrate_checks_the_output_before_reading(tmp_path, scores_csv, capsys
     out = {"missing_dir": tmp_path / "no" / "out.csv", "parent_is_a_file": tmp_path / "file" / "out.csv",
            "is_a_directory": tmp_path / "adir", "empty": ""}[where]
     before = snapshot(tmp_path)
-    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_calibrate.read_columns", refuse_to_run)
     assert main(["calibrate", str(scores_csv[0]), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("isocal: error: ") and "--out" in err and err.count("\n") == 1
@@ -517,7 +530,7 @@ def test_calibrate_checks_the_output_before_reading(tmp_path, scores_csv, capsys
 def test_demo_checks_the_output_before_computing(tmp_path, capsys, monkeypatch, where):
     (tmp_path / "adir.png").mkdir()
     out = {"missing_dir": tmp_path / "no" / "r.png", "is_a_directory": tmp_path / "adir.png"}[where]
-    monkeypatch.setattr("isocal.cli.demo_probabilities", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_demo.demo_probabilities", refuse_to_run)
     assert main(["demo", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"isocal: error: cannot write --out {out}") and err.count("\n") == 1
@@ -525,7 +538,7 @@ def test_demo_checks_the_output_before_computing(tmp_path, capsys, monkeypatch, 
 
 def test_demo_refuses_an_unknown_figure_format_up_front(tmp_path, capsys, monkeypatch):
     from matplotlib.figure import Figure
-    monkeypatch.setattr("isocal.cli.demo_probabilities", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_demo.demo_probabilities", refuse_to_run)
     assert main(["demo", "--out", str(tmp_path / "r.xyz")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"isocal: error: --out {tmp_path / 'r.xyz'}: unsupported figure format 'xyz'")
@@ -611,8 +624,8 @@ def test_calibrate_help_explains_a_single_class(capsys):
     (["calibrate", "s.csv", "--seed", "0"], "--seed applies only to --method cvap, not --method isotonic"),
 ])
 def test_bad_argument_values_are_usage_errors(capsys, monkeypatch, argv, message):
-    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
-    monkeypatch.setattr("isocal.cli.demo_probabilities", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_calibrate.read_columns", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_demo.demo_probabilities", refuse_to_run)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "usage: isocal" in err and err.endswith(f"error: {message}\n")
@@ -688,7 +701,7 @@ def test_cvap_rows_satisfy_p0_le_p_le_p1(tmp_path_factory, data, n_splits, seed,
 
 
 def test_demo_cvap_width_is_the_library_interval(monkeypatch):
-    from isocal.cli import demo_probabilities
+    from isocal.cli_demo import demo_probabilities
     from isocal.venn_abers import CrossVennAbers
     captured = {}
     original = CrossVennAbers.predict_interval
@@ -708,7 +721,7 @@ def test_demo_cvap_width_is_the_library_interval(monkeypatch):
                                      {"a": np.ones((2, 2)), "b": np.ones((2, 2))},   # rows of lists were written
                                      {"a": np.float64(1.0)}])
 def test_write_columns_refuses_columns_it_cannot_write_whole(tmp_path, columns):
-    from isocal.cli import write_columns
+    from isocal.cli_write import write_columns
     with pytest.raises(ValueError, match="`columns` must be 1-D arrays of one length"):
         write_columns(tmp_path / "o.csv", columns)
     assert list(tmp_path.iterdir()) == []
@@ -726,7 +739,8 @@ class Interrupted(Exception):
 @given(fail_at=st.integers(0, 80), error=st.sampled_from(["OSError", "KeyboardInterrupt", "Interrupted"]),
        old=st.binary(max_size=300))
 def test_replace_file_is_all_or_nothing(tmp_path_factory, fail_at, error, old):
-    from isocal.cli import InputError, replace_file
+    from isocal.cli_read import InputError
+    from isocal.cli_write import replace_file
     directory = tmp_path_factory.mktemp("replace")
     target = directory / "out.bin"
     target.write_bytes(old)
@@ -762,7 +776,7 @@ def test_any_seed_text_is_accepted_or_a_usage_error(tmp_path_factory, text):
     value = python_int_or_none(text)
     out = str(tmp_path_factory.getbasetemp() / "unused.png")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("isocal.cli.demo_probabilities", lambda seed: (_ for _ in ()).throw(Interrupted(seed)))
+        patch.setattr("isocal.cli_demo.demo_probabilities", lambda seed: (_ for _ in ()).throw(Interrupted(seed)))
         patch.setattr("sys.stderr", io.StringIO())
         if value is not None and 0 <= value <= 2**32 - 1:
             with pytest.raises(Interrupted) as stop:
@@ -903,8 +917,8 @@ def test_progress_bars_only_when_asked(tmp_path, scores_csv, capsys, monkeypatch
     out = tmp_path / "o.csv"
     assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--out", str(out)]) == 0
     assert capsys.readouterr().err == ""  # standard error is not a terminal here
-    monkeypatch.setattr("isocal.cli._show_progress", lambda: True)
-    monkeypatch.setattr("isocal.cli.PROGRESS_DELAY", 0)
+    monkeypatch.setattr("isocal.cli_calibrate._show_progress", lambda: True)
+    set_everywhere(monkeypatch, "PROGRESS_DELAY", 0)
     assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "reading" in err and "cvap" in err
@@ -913,7 +927,7 @@ def test_progress_bars_only_when_asked(tmp_path, scores_csv, capsys, monkeypatch
 @pytest.mark.parametrize("method", ["ivap", "cvap"])
 def test_venn_abers_columns_are_the_library_methods_bit_for_bit(tmp_path, scores_csv, method, monkeypatch):
     from isocal.venn_abers import CrossVennAbers, VennAbers, fold_ids
-    monkeypatch.setattr("isocal.cli.BLOCK_ROWS", 7)  # several blocks, the last one short
+    set_everywhere(monkeypatch, "BLOCK_ROWS", 7)  # several blocks, the last one short
     path, s, y = scores_csv
     new = np.r_[s[::-1], s.min() - 1, s.max() + 1]
     write_csv(tmp_path / "new.csv", ["score"], [[repr(float(v))] for v in new])
@@ -929,7 +943,7 @@ def test_venn_abers_columns_are_the_library_methods_bit_for_bit(tmp_path, scores
 
 @pytest.mark.parametrize("argv", [["--score-col", "label"], ["--label-col", "score"], ["--score-col", "x", "--label-col", "x"]])
 def test_score_and_label_columns_must_differ(capsys, monkeypatch, argv):
-    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_calibrate.read_columns", refuse_to_run)
     assert main(["calibrate", "s.csv", *argv]) == 2
     assert "--score-col and --label-col name the same column" in capsys.readouterr().err
 
@@ -1011,7 +1025,7 @@ def test_fit_options_with_model_are_usage_errors(tmp_path, scores_csv, capsys, m
     assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 0
     capsys.readouterr()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_calibrate.read_columns", refuse_to_run)
     before = snapshot(tmp_path)
     assert main(["calibrate", str(scores_csv[0]), "--model", str(model), *extra, "--out", "x.csv"]) == 2
     err = capsys.readouterr().err
@@ -1073,7 +1087,7 @@ def test_save_model_never_overwrites_an_input_or_the_output(tmp_path, scores_csv
     out.write_text("previous\n")
     target = {"scores": path, "scores_symlink": tmp_path / "link.csv", "apply": new, "out": out,
               "out_dotdot": tmp_path / "sub" / ".." / "out.csv", "dash": "-"}[clash]
-    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_calibrate.read_columns", refuse_to_run)
     before = snapshot(tmp_path)
     assert main(["calibrate", str(path), "--apply", str(new), "--save-model", str(target), "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -1093,7 +1107,7 @@ def test_out_may_not_be_the_model_file(tmp_path, scores_csv, capsys):
 
 
 def test_save_model_is_checked_before_the_fit(tmp_path, scores_csv, capsys, monkeypatch):
-    monkeypatch.setattr("isocal.cli.read_columns", refuse_to_run)
+    monkeypatch.setattr("isocal.cli_calibrate.read_columns", refuse_to_run)
     bad = tmp_path / "no_dir" / "m.json"
     assert main(["calibrate", str(scores_csv[0]), "--save-model", str(bad), "--out", str(tmp_path / "o.csv")]) == 2
     assert capsys.readouterr().err.startswith(f"isocal: error: cannot write --save-model {bad}")
@@ -1107,7 +1121,7 @@ def test_save_model_write_failure_keeps_the_previous_model(tmp_path, scores_csv,
     def fails(_):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("isocal.cli._model_text", fails)
+    monkeypatch.setattr("isocal.cli_calibrate._model_text", fails)
     assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 2
     assert capsys.readouterr().err == f"isocal: error: cannot write --save-model {model}: No space left on device\n"
     assert model.read_text() == "previous model\n"
@@ -1147,7 +1161,7 @@ def test_model_saved_without_clipping_refuses_scores_outside_its_range(tmp_path,
 
 
 def test_warmup_compiles_each_module_and_reports_it(capsys):
-    from isocal.cli import _warmup_tasks, main
+    from isocal.cli_warmup import _warmup_tasks
     assert main(["warmup"]) == 0
     out = capsys.readouterr().out
     for name in _warmup_tasks():
@@ -1170,7 +1184,7 @@ print(json.dumps(sorted({ev.data["dispatcher"].py_func.__qualname__ for _, ev in
 def test_warmup_of_the_command_line_leaves_calibrate_nothing_to_compile(tmp_path):
     "After warmup's `cli` task on an empty Numba cache, `isocal calibrate` compiles no kernel for any method."
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    subprocess.run([sys.executable, "-c", "from isocal.cli import _warmup_tasks; _warmup_tasks()['cli']()"], env=env,
+    subprocess.run([sys.executable, "-c", "from isocal.cli_warmup import _warmup_tasks; _warmup_tasks()['cli']()"], env=env,
                    check=True)
     rng = np.random.default_rng(0)
     s = rng.normal(size=300)
@@ -1238,10 +1252,10 @@ def test_blocks_and_threads_write_the_same_file(tmp_path, tied_scores, monkeypat
     argv = ["calibrate", str(path), "--method", method, "--apply", str(new)]
     assert main([*argv, "--out", str(tmp_path / "whole.csv")]) == 0
     assert main([*argv, "--out", str(tmp_path / "whole.parquet")]) == 0
-    monkeypatch.setattr("isocal.cli.BLOCK_ROWS", 16)
-    monkeypatch.setattr("isocal.cli.FORMAT_ROWS", 5)
-    monkeypatch.setattr("isocal.cli.WRITE_THREADS", threads)
-    monkeypatch.setattr("isocal.cli._CVAP_PIECE", 5 + 5 * threads)  # CVAP intervals merged 1, 2 or 4 rows at a time
+    set_everywhere(monkeypatch, "BLOCK_ROWS", 16)
+    set_everywhere(monkeypatch, "FORMAT_ROWS", 5)
+    set_everywhere(monkeypatch, "WRITE_THREADS", threads)
+    set_everywhere(monkeypatch, "_CVAP_PIECE", 5 + 5 * threads)  # CVAP intervals merged 1, 2 or 4 rows at a time
     assert main([*argv, "--out", str(tmp_path / "blocks.csv")]) == 0
     assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
     assert main([*argv, "--out", str(tmp_path / "blocks.parquet")]) == 0
@@ -1252,7 +1266,8 @@ def test_blocks_and_threads_write_the_same_file(tmp_path, tied_scores, monkeypat
 
 
 def test_write_columns_of_no_rows_writes_the_header(tmp_path):
-    from isocal.cli import read_columns, write_columns
+    from isocal.cli_read import read_columns
+    from isocal.cli_write import write_columns
     write_columns(tmp_path / "empty.csv", {"score": np.array([]), "label": np.array([], dtype=np.int64)})
     assert (tmp_path / "empty.csv").read_text() == "score,label\n"
     write_columns(tmp_path / "empty.parquet", {"score": np.array([])})
@@ -1269,7 +1284,7 @@ STEP_VALUES = st.sampled_from([0.0, -0.0, 0.5, 1 / 3, 1.0, 5e-324, 1e-300, 0.1, 
 @given(st.lists(st.tuples(STEP_VALUES, STEP_VALUES), max_size=40))
 def test_runs_encode_the_columns_exactly(rows):
     "Each row is its run's first row, bit for bit; and neighbouring runs differ (so no run could be longer)."
-    from isocal.cli import _runs
+    from isocal.cli_calibrate import _runs
     columns = [np.array([row[j] for row in rows], dtype=float) for j in range(2)]
     firsts, run = _runs(columns)
     assert run.dtype == np.int32 and firsts.tolist() == np.flatnonzero(np.diff(run, prepend=-1)).tolist()
@@ -1284,7 +1299,7 @@ def test_runs_encode_the_columns_exactly(rows):
 @given(st.lists(STEP_VALUES, min_size=1, max_size=30), st.data())
 def test_an_encoded_column_prints_as_its_floats(values, data):
     "The CSV text of an `_EncodedColumn` is that of the float column it encodes, byte for byte, piece by piece."
-    from isocal.cli import _EncodedColumn, _csv_text, _text_values
+    from isocal.cli_write import _EncodedColumn, _csv_text, _text_values
     values = np.array(values)
     codes = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=30)), dtype=np.int32)
     scores = np.linspace(-1.0, 1.0, len(codes))
