@@ -21,7 +21,8 @@ import time
 
 import numpy as np
 
-from isocal.forward import ew_predict, isotonic_loss, loo_all, loo_predictions, o2b_loo
+from isocal.forward import isotonic_loss, loo_all, loo_predictions
+from isocal.online_to_batch import ew_predict, o2b_loo
 from isocal.pava import isotonic_regression
 from timing import arrays, best_and_peak, peak_bytes, run_peak_rss
 

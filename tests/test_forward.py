@@ -419,7 +419,7 @@ import itertools  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
-from isocal.forward import O2BResult, ew_levels, ew_predict, ew_regret_bound, o2b_loo, o2b_predict  # noqa: E402
+from isocal.online_to_batch import O2BResult, ew_levels, ew_predict, ew_regret_bound, o2b_loo, o2b_predict  # noqa: E402
 
 
 def ew_by_enumeration(x_design, x_seen, y_seen, K, eta=0.5):
@@ -636,17 +636,18 @@ def test_loo_predictions_own_their_memory(method):
 
 def test_no_kernel_raises_to_a_power():
     """`x ** 2` inside a Numba kernel compiles a power routine (not cached) into that kernel on the user's first call;
-    the kernels of isocal.forward multiply instead (see "The kernels, laid out for the first call" in
-    nbs/05_forward.ipynb). Python code around the kernels may use `**`."""
+    the kernels of isocal.forward and isocal.online_to_batch multiply instead (see "The kernels, laid out for the
+    first call" in nbs/05_forward.ipynb). Python code around the kernels may use `**`."""
     import ast
     import inspect
     import textwrap
 
     from numba.core.dispatcher import Dispatcher
 
-    import isocal.forward as forward
-    kernels = {name: k.py_func for name, k in vars(forward).items()
-               if isinstance(k, Dispatcher) and k.py_func.__module__ == forward.__name__}
+    import isocal.forward
+    import isocal.online_to_batch
+    kernels = {name: k.py_func for module in (isocal.forward, isocal.online_to_batch) for name, k in vars(module).items()
+               if isinstance(k, Dispatcher) and k.py_func.__module__ == module.__name__}
     assert {"_loo_kernel", "_pool_around", "_push", "_o2b_exact"} <= set(kernels)
     powers = [name for name, f in kernels.items()
               if any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)
