@@ -9,7 +9,7 @@ import numpy as np
 
 from .core import as_float_array, as_real_array, check_choice
 from .portable import Fields, Portable, encode_labels
-from .metrics import ROW_SUM_TOL, _check_class_labels, _check_proba_matrix
+from .metrics_multiclass import ROW_SUM_TOL, _check_class_labels, _check_proba_matrix
 
 # %% auto #0
 __all__ = ['METHODS', 'MC_STRATEGIES', 'INPUTS', 'PAIR_EPS', 'MulticlassCalibrator']

@@ -472,8 +472,8 @@ def test_wilson_lower_bound_has_no_cancellation():
 
 # ---------------------------------------------------------------- multiclass metrics (issue 13, part 4)
 
-from isocal.metrics import (bootstrap_interval, classwise_ece, multiclass_brier_score, multiclass_log_loss,  # noqa: E402
-                            multiclass_reliability_diagram, top_label_ece)
+from isocal.metrics_multiclass import (bootstrap_interval, classwise_ece, multiclass_brier_score,  # noqa: E402
+                                       multiclass_log_loss, multiclass_reliability_diagram, top_label_ece)
 
 
 def _reference_binary_ece(target, p, n_bins, strategy, w=None):
