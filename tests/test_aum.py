@@ -505,7 +505,7 @@ def test_resort_group_orders_the_group_by_slope_then_intercept(data):
     """`_resort_group` against Python's sort: small groups and large ones (over 32 lines, where a merge sort takes
     over from the insertion sort), in random order or in the reverse of the sorted order (lines through one point).
     A pair is always crossing lines, in the reverse order."""
-    from isocal.aum import _resort_group
+    from isocal.aum_kernel import _resort_group
     pairs, perm, lo, span, reverse_sorted = data
     e, d = (np.array(v, dtype=float) for v in zip(*pairs))
     hi = min(lo + span, len(pairs) - 1)
@@ -784,7 +784,7 @@ def test_descent_steps_equal_the_public_line_search(problem, method, digits01):
     st.integers(0, 2 ** 16))))
 def test_reused_sort_gives_the_order_of_sort_lines(data):
     "Any order that sorts the intercepts, reused by `_sort_lines`, gives the order of a fresh sort (`aum_line_search`'s)."
-    from isocal.aum import _sort_lines
+    from isocal.aum_kernel import _sort_lines
     e, d, seed = np.array(data[0], float), np.array(data[1], float), data[2]
     rng = np.random.default_rng(seed)
     order = np.lexsort((rng.random(len(e)), e))          # sorted by intercept, ties in a random order
@@ -794,7 +794,7 @@ def test_reused_sort_gives_the_order_of_sort_lines(data):
 @pytest.mark.parametrize('seed', range(4))
 def test_short_kernel_rows_are_the_full_table_columns(seed):
     "Without `full` the kernel computes the same path: its four columns and step equal those of the full table."
-    from isocal.aum import _STOP_FIRST_MIN, _STOP_ROWS, _line_search_kernel, _merged_sorted_lines, _sort_lines
+    from isocal.aum_kernel import _STOP_FIRST_MIN, _STOP_ROWS, _line_search_kernel, _merged_sorted_lines, _sort_lines
     rng = np.random.default_rng(seed)
     n = 60
     e, d = np.round(rng.normal(size=n), 1), np.round(rng.normal(size=n), 1)          # ties and 3+ lines meeting
