@@ -151,6 +151,15 @@ def _weighted_mean(values: np.ndarray, w: np.ndarray | None) -> float:
     return float(np.dot(w, values[keep]) / w.sum())
 
 # %% ../nbs/08_metrics.ipynb #9c025b5f
+def _log_options(base, eps) -> tuple[float, float]:
+    "The `base` and `eps` of a log loss, checked: a positive base other than 1, and eps in [0, 0.5)."
+    base, eps = _check_real(base, "base"), _check_real(eps, "eps")
+    if not (np.isfinite(base) and base > 0 and base != 1):
+        raise ValueError(f"`base` must be a positive number other than 1, got {base}")
+    if not 0.0 <= eps < 0.5:
+        raise ValueError(f"`eps` must lie in [0, 0.5), got {eps}")
+    return base, eps
+
 def log_loss(y_true, p, *, sample_weight=None, base: float = 2.0, eps: float = 0.0) -> float:
     """Mean log loss of probabilistic predictions of binary labels, in bits by default.
 
@@ -174,11 +183,7 @@ def log_loss(y_true, p, *, sample_weight=None, base: float = 2.0, eps: float = 0
         The weighted mean of `-log_base(probability given to the observed label)`.
     """
     y, p, w = _binary_inputs(y_true, p, sample_weight)
-    base, eps = _check_real(base, "base"), _check_real(eps, "eps")
-    if not (np.isfinite(base) and base > 0 and base != 1):
-        raise ValueError(f"`base` must be a positive number other than 1, got {base}")
-    if not 0.0 <= eps < 0.5:
-        raise ValueError(f"`eps` must lie in [0, 0.5), got {eps}")
+    base, eps = _log_options(base, eps)
     if eps:
         p = np.clip(p, eps, 1.0 - eps)
     with np.errstate(divide="ignore"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import as_float_array, as_real_array, check_same_length, check_weights
-from .metrics import (_check_level, _check_probs, _check_real, _curve, _unit_scale, _weighted_mean,
+from .metrics import (_check_level, _check_probs, _curve, _log_options, _unit_scale, _weighted_mean,
                             expected_calibration_error, reliability_band)
 
 # %% auto #0
@@ -107,12 +107,8 @@ def top_label_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sam
 
     Parameters
     ----------
-    y_true : array-like of shape (n,)
-        Class numbers 0 to K-1.
-    P : array-like of shape (n, K)
-        Class probabilities, rows summing to 1.
-    n_bins, strategy, sample_weight
-        As in `expected_calibration_error`.
+    y_true, P, n_bins, strategy, sample_weight
+        As in `classwise_ece`.
     conditional : bool, default False
         False: the confidence ECE (all samples binned together). True: Gupta & Ramdas's TL-ECE, the ECE within each
         predicted class, averaged with the classes' shares of the weight.
@@ -120,7 +116,7 @@ def top_label_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sam
     Returns
     -------
     float
-        In [0, 1].
+        In [0, 1], as the binary ECE.
     """
     y, P, w = _multiclass_inputs(y_true, P, sample_weight)
     if not isinstance(conditional, (bool, np.bool_)):
@@ -143,12 +139,8 @@ def multiclass_brier_score(y_true, P, *, sample_weight=None) -> float:
 
     Parameters
     ----------
-    y_true : array-like of shape (n,)
-        Class numbers 0 to K-1.
-    P : array-like of shape (n, K)
-        Class probabilities, rows summing to 1.
-    sample_weight : array-like of shape (n,), optional
-        Non-negative weights, not all zero.
+    y_true, P, sample_weight
+        As in `classwise_ece`: class numbers 0 to K-1, an (n, K) matrix of class probabilities, optional weights.
 
     Returns
     -------
@@ -166,12 +158,8 @@ def multiclass_log_loss(y_true, P, *, sample_weight=None, base: float = 2.0, eps
 
     Parameters
     ----------
-    y_true : array-like of shape (n,)
-        Class numbers 0 to K-1.
-    P : array-like of shape (n, K)
-        Class probabilities, rows summing to 1.
-    sample_weight : array-like of shape (n,), optional
-        Non-negative weights, not all zero. Samples of weight zero are ignored.
+    y_true, P, sample_weight
+        As in `classwise_ece`. Samples of weight zero are ignored.
     base : float, default 2.0
         Base of the logarithm (`np.e` for nats, the unit of `sklearn.metrics.log_loss`).
     eps : float, default 0.0
@@ -184,11 +172,7 @@ def multiclass_log_loss(y_true, P, *, sample_weight=None, base: float = 2.0, eps
         The weighted mean of the code lengths.
     """
     y, P, w = _multiclass_inputs(y_true, P, sample_weight)
-    base, eps = _check_real(base, "base"), _check_real(eps, "eps")
-    if not (np.isfinite(base) and base > 0 and base != 1):
-        raise ValueError(f"`base` must be a positive number other than 1, got {base}")
-    if not 0.0 <= eps < 0.5:
-        raise ValueError(f"`eps` must lie in [0, 0.5), got {eps}")
+    base, eps = _log_options(base, eps)
     with np.errstate(divide="ignore"):
         nats = -np.log(np.maximum(P[np.arange(len(y)), y], eps))
     return _weighted_mean(nats, w) / np.log(base)
