@@ -140,7 +140,7 @@ def _column(a, name):
         if a.ndim != 1: raise ValueError(f"`{name}` must be one-dimensional, got shape {a.shape}")
     elif not isinstance(a, dd.Series):
         raise TypeError(f"`{name}` must be a dask array or a dask DataFrame column, got {type(a).__name__} "
-                        f"(use isocal.pava.fit_staircase for in-memory data)")
+                        f"(use isocal.fit.fit_staircase for in-memory data)")
     if np.dtype(a.dtype).kind not in 'biuf':
         raise TypeError(f"`{name}` must hold real numbers, got dtype {a.dtype}")
     return a

@@ -503,7 +503,7 @@ def _entry(sig, desc_html):
      '<p><em>PAVA.</em></p>', 'default of increasing'),
     ('Staircase.thresholds', 'pava.Staircase.thresholds', 'property', 'def Staircase.thresholds()',
      '<p><em>Starts.</em></p>', 'expected'),
-    ('fit_staircase', 'pava.fit_staircase', 'function', None, '', 'no description'),
+    ('fit_staircase', 'fit.fit_staircase', 'function', None, '', 'no description'),
     ('isotonic_loss', 'forward.isotonic_loss', 'function', None,
      '<p><em>L</em>(D): the squared loss (tied x share one level).*</p>', 'stray'),
     ('isotonic_loss', 'forward.isotonic_loss', 'function', None, '<p>L*(D): the squared loss.</p>', 'summary'),
