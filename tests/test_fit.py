@@ -357,9 +357,13 @@ def test_fitted_blocks_meet_the_staircase_checks(ties, problem):
     """The fit layer builds its staircase without the public constructor's checks (`Staircase._of_blocks`): its
     blocks must pass them (float64, ordered and disjoint, monotone levels), for every treatment of ties."""
     x, y, w, increasing = problem
-    for fitted in (fit_staircase(x, y, w, ties=ties, increasing=increasing),
-                   IsotonicCalibrator(ties=ties, increasing=increasing, y_min=-5.0, out_of_bounds="clip")
-                   .fit(x, y, sample_weight=w).staircase_):
+    staircases = [fit_staircase(x, y, w, ties=ties, increasing=increasing)]
+    for interpolation in ("linear", "centered", "strict"):
+        cal = IsotonicCalibrator(ties=ties, increasing=increasing, y_min=-5.0, out_of_bounds="clip",
+                                 interpolation=interpolation)
+        try: staircases.append(cal.fit(x, y, sample_weight=w).staircase_)
+        except ValueError as err: assert "cannot separate" in str(err)       # strict, beyond float64: refused
+    for fitted in staircases:
         again = Staircase(fitted.x_lo, fitted.x_hi, fitted.levels, increasing=fitted.increasing,
                           interpolation=fitted.interpolation, out_of_bounds=fitted.out_of_bounds)
         for a in ("x_lo", "x_hi", "levels"):
