@@ -149,7 +149,7 @@ def _extend_kernel(F, starts, top, n, ys, ws, xs, pend, sign, pivot, stats):
 
 
 # %% ../nbs/03_online.ipynb #f83d1fe8
-from .convex import _CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _SQUARED_QUARTIC
+from .derivatives import _CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _SQUARED_QUARTIC
 
 # %% ../nbs/03_online.ipynb #beb906e3
 def _real(v, name):
@@ -245,7 +245,9 @@ class OnlineIsotonic:
         self._pivot = 1.0 if self.loss.code == _LOGLOSS else math.nan
         self._F, self._starts = np.empty((7, 16)), np.empty(16, np.intp)
         self._ys, self._ws, self._lv = np.empty(16 if self._general else 0), np.empty(16 if self._general else 0), np.empty(16)
+        self._xs = np.empty(16 if self._general else 0)      # the samples' scores (general losses, scores tracked)
         self._n = self._top = 0
+        self._ncert = 0                           # general losses: the samples the blocks describe (read-time fit)
         self._wsum = 0.0                          # total weight so far: block weights never exceed it
         self._tracked, self._last_x = None, -math.inf
         # scores only: the latest score's samples (Σw·y, Σw, first, score, pivot, shifted sum, half-loss)
@@ -263,9 +265,9 @@ class OnlineIsotonic:
             self._F, self._starts, self._lv = F, st, lv
         if self._general and samples > self._ys.shape[0]:
             cap = max(samples, 2 * self._ys.shape[0])
-            ys, ws = np.empty(cap), np.empty(cap)
-            ys[:self._n], ws[:self._n] = self._ys[:self._n], self._ws[:self._n]
-            self._ys, self._ws = ys, ws
+            ys, ws, xs = np.empty(cap), np.empty(cap), np.empty(cap)
+            ys[:self._n], ws[:self._n], xs[:self._n] = self._ys[:self._n], self._ws[:self._n], self._xs[:self._n]
+            self._ys, self._ws, self._xs = ys, ws, xs
 
     def _x_mode(self, given):
         "Whether scores are tracked, fixed by the first sample; an error if `x` is given inconsistently."
@@ -291,16 +293,18 @@ class OnlineIsotonic:
             x = _real(x, 'x')
             if self._n: self._check_x(x)
         total = self._checked_total(w, 'weight')
+        if self._general:                           # stored; the fit is computed when it is read
+            n = self._n
+            self._reserve(0, n + 1)
+            self._ys[n], self._ws[n], self._xs[n] = y, w, (x if tracked else 0.0)
+            self._n, self._tracked, self._wsum = n + 1, tracked, total
+            if tracked: self._last_x, self._pend[2] = x, n
+            return
         top, n, joins = self._top, self._n, 0
         piv, dev = _seed(y, self._pivot)
-        if self._general:
-            self._reserve(top + 2, n + 1)
-            self._ys[n], self._ws[n] = y, w
         if not tracked:
-            if self._general: new = self._join_general(n, n + 1, 0.0, False, True)[0]
-            else:
-                if top + 2 > self._F.shape[1]: self._reserve(top + 2)
-                new = _add_kernel(self._F, self._starts, top, n, y, w, piv, dev, 0.0, 0.0, False, self._sign, self._own)
+            if top + 2 > self._F.shape[1]: self._reserve(top + 2)
+            new = _add_kernel(self._F, self._starts, top, n, y, w, piv, dev, 0.0, 0.0, False, self._sign, self._own)
             joins, self._top = top + 1 - new, new
         elif n and x == self._last_x:                   # a tied score joins the pending group
             p = np.array(self._pend, float)
@@ -318,10 +322,8 @@ class OnlineIsotonic:
         "Push the pending group (the latest score's samples) for good; returns the joins."
         s, w, start, x, piv, dev, q = self._pend
         top = self._top
-        if self._general: new = self._join_general(start, self._n, x, True, True)[0]
-        else:
-            self._reserve(top + 2)
-            new = _add_kernel(self._F, self._starts, top, start, s, w, piv, dev, q, x, True, self._sign, self._own)
+        self._reserve(top + 2)
+        new = _add_kernel(self._F, self._starts, top, start, s, w, piv, dev, q, x, True, self._sign, self._own)
         self._top = new
         return top + 1 - new
 
@@ -342,8 +344,13 @@ class OnlineIsotonic:
         if m == 0: return self
         with np.errstate(over='ignore'):   # a total that overflows is refused by `_checked_total`, with its message
             total = self._checked_total(m if w is None else float(np.sum(w)), 'weights')
-        if self._general:
-            for k in range(m): self.add(ys[k], 1.0 if w is None else w[k], x=None if xs is None else xs[k])
+        if self._general:                           # stored; the fit is computed when it is read
+            n = self._n
+            self._reserve(0, n + m)
+            self._ys[n:n + m], self._ws[n:n + m] = ys, 1.0 if w is None else w
+            self._xs[n:n + m] = 0.0 if xs is None else xs
+            self._n, self._tracked, self._wsum = n + m, tracked, total
+            if tracked: self._last_x, self._pend[2] = float(xs[-1]), n + m - 1
             return self
         self._wsum = total
         stats, pend, k = np.zeros(2), np.array(self._pend, float), 0
@@ -367,30 +374,42 @@ class OnlineIsotonic:
                              f"(less a margin for rounding, {_MAX_TOTAL_WEIGHT:.6g}); scale the weights down")
         return total
 
-    def _level(self, lo, hi):
-        "Exact minimiser (mean scale) of the loss summed over stored samples lo..hi-1 (NaN if they weigh nothing)."
-        y, w = self._ys[lo:hi], self._ws[lo:hi]
-        if not np.all(w > 0): y, w = y[w > 0], w[w > 0]
-        if len(y) == 0: return math.nan
-        if len(y) == 1 and self.loss.code != _CUSTOM: return float(y[0])
-        return float(_convex_fit_sorted(self.loss, y, w, 1.0, groups=np.array([0, len(y)], np.intp))[0][0])
+    def _fit_suffix(self, s0):
+        "(levels, block starts, block weights) of the exact fit of stored samples s0..n-1, tied scores kept together."
+        n = self._n
+        y, w = self._ys[s0:n], self._ws[s0:n]
+        groups = None
+        if self._tracked:
+            x = self._xs[s0:n]
+            groups = np.flatnonzero(np.r_[True, x[1:] != x[:-1], True]).astype(np.intp)
+        if not np.any(w > 0): return np.array([math.nan]), np.array([s0, n], np.intp), np.array([0.0])
+        levels, starts, wts, _ = _convex_fit_sorted(self.loss, y, w, self._sign, groups=groups)
+        return levels, starts + s0, wts
 
-    def _join_general(self, start, end, x, tracked, write):
-        """Join the group of stored samples start..end-1 onto the blocks (losses without closed-form joins): while
-        it violates the order, absorb the last block and re-solve. Returns (new top, first sample, weight, level);
-        writes the result only if `write`."""
-        F, st, lv, sign, top = self._F, self._starts, self._lv, self._sign, self._top
-        W, level = float(np.sum(self._ws[start:end])), self._level(start, end)
-        while top > 0 and (F[_WT, top - 1] == 0.0 or W == 0.0 or sign * lv[top - 1] >= sign * level):
-            top -= 1
-            start, W = st[top], W + F[_WT, top]
-            level = self._level(start, end)
-        if write:
-            if tracked:
-                if top == self._top: F[_XLO, top] = x
-                F[_XHI, top] = x
-            F[_MEAN, top], F[_WT, top], st[top], lv[top] = level, W, start, level
-        return top + 1, start, W, level
+    def _certify(self):
+        """Make the blocks describe every sample (general losses): the samples added since the last read are fitted
+        exactly, with the certified blocks before them kept while the new fit's first level lies strictly beyond
+        their last (PAVA would not join them); otherwise blocks are pulled back in, doubling, and fitted again. A
+        fit of a prefix ending at a block boundary is the prefix of the whole fit, so the result is the exact fit of
+        the stream. Reading after every sample costs the last blocks' size (Remark 6's join, done once per read);
+        adding costs O(1)."""
+        n = self._n
+        if self._ncert == n: return
+        k, pull, st, ws, xs = self._top, 1, self._starts, self._ws, self._xs
+        while True:
+            s0 = st[k] if k < self._top else self._ncert
+            tie = k > 0 and (ws[s0] == 0.0 or (self._tracked and xs[s0] == xs[s0 - 1]))   # must join its left block
+            if not tie:
+                levels, starts, wts = self._fit_suffix(s0)
+                if k == 0 or not self._sign * self._lv[k - 1] >= self._sign * levels[0] or math.isnan(levels[0]): break
+            k, pull = max(0, k - pull), 2 * pull
+        nb = len(levels)
+        self._reserve(k + nb + 2)
+        F = self._F
+        self._starts[k:k + nb], self._lv[k:k + nb], F[_WT, k:k + nb] = starts[:-1], levels, wts
+        F[_MEAN, k:k + nb] = levels
+        if self._tracked: F[_XLO, k:k + nb], F[_XHI, k:k + nb] = self._xs[starts[:-1]], self._xs[starts[1:] - 1]
+        self._top, self._ncert = k + nb, n
 
     # ---------------------------------------------------------------- read-outs (cost: their output)
     _own = property(lambda self: math.isnan(self._pivot), doc="Do blocks pivot on their own means (squared loss)?")
@@ -398,17 +417,16 @@ class OnlineIsotonic:
 
     def _blocks(self):
         "(levels, weights, starts followed by n, first score, last score) of the current fit, O(blocks)."
+        if self._general: self._certify()
         top, F, n = self._top, self._F, self._n
         base = self._lv[:top] if self._general else np.where(F[_WT, :top] > 0, F[_MEAN, :top], math.nan)
-        if not (self._tracked and self._pend[2] >= 0):
+        if self._general or not (self._tracked and self._pend[2] >= 0):
             b = np.append(self._starts[:top], n)
             lo, hi = (F[_XLO, :top], F[_XHI, :top]) if self._tracked else (b[:-1].astype(float), b[1:] - 1.0)
             return base.copy(), F[_WT, :top].copy(), b, lo.copy(), hi.copy()
         start, x = self._pend[2], self._pend[3]            # join the pending group virtually (nothing is written)
-        if self._general: k, start, w, level = self._join_general(start, n, x, True, False); k -= 1
-        else:
-            k, m, w, _, _, start = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign, self._own)
-            level = m if w > 0 else math.nan
+        k, m, w, _, _, start = _virtual_top(F, self._starts, top, np.array(self._pend, float), self._sign, self._own)
+        level = m if w > 0 else math.nan
         return (np.append(base[:k], level), np.append(F[_WT, :k], w), np.append(self._starts[:k], [start, n]),
                 np.append(F[_XLO, :k], F[_XLO, k] if k < top else x), np.append(F[_XHI, :k], x))
 
@@ -422,7 +440,8 @@ class OnlineIsotonic:
     @property
     def n_blocks(self) -> int:
         "Number of blocks (steps) of the current fit."
-        return self._top if not (self._tracked and self._pend[2] >= 0) else len(self._blocks()[0])
+        if self._general: self._certify()
+        return self._top if self._general or not (self._tracked and self._pend[2] >= 0) else len(self._blocks()[0])
 
     levels = property(lambda self: self._blocks()[0], doc="The blocks' fitted values (mean scale), O(blocks).")
     block_weights = property(lambda self: self._blocks()[1], doc="Total weight of each block.")
@@ -471,14 +490,14 @@ class OnlineIsotonic:
 
     def __repr__(self):
         return (f"OnlineIsotonic({self.loss}, {'increasing' if self.increasing else 'decreasing'}: "
-                f"{self._n} samples in {self._top} blocks)")
+                f"{self._n} samples in {self.n_blocks} blocks)")
 
     # ---------------------------------------------------------------- state that survives
     def __getstate__(self):
         "Plain attributes, arrays trimmed to their used size."
         d = dict(self.__dict__)
         d['_F'], d['_starts'], d['_lv'] = self._F[:, :self._top].copy(), self._starts[:self._top].copy(), self._lv[:self._top].copy()
-        d['_ys'], d['_ws'] = self._ys[:self._n].copy(), self._ws[:self._n].copy()
+        d['_ys'], d['_ws'], d['_xs'] = self._ys[:self._n].copy(), self._ws[:self._n].copy(), self._xs[:self._n].copy()
         return d
 
     def __setstate__(self, d):
@@ -488,6 +507,8 @@ class OnlineIsotonic:
         self._F[:F.shape[0], :top], self._starts[:top], self._lv[:top] = F, st, lv
         if F.shape[0] == 4: self._upgrade_v1()
         if '_wsum' not in d: self._upgrade_sums()
+        if '_ncert' not in d:                       # pickled when general losses kept exact blocks at every join
+            self._ncert, self._xs = self._n, np.zeros(self._ys.shape[0])
 
     def _upgrade_sums(self):
         "A stream pickled when blocks kept sums (Σw·y, Σw(y − pivot)): to means and half-deviations; it continues."
@@ -539,7 +560,7 @@ class OnlineIsotonic:
             if not np.allclose(np.add.reduceat(w, starts[:-1]), W, rtol=1e-9, atol=0.0):
                 raise ValueError("`weights` do not sum, block by block, to `fit.weights`: pass the weights of the fit")
         elif weights is not None: raise ValueError("`weights` given without `y`: pass the samples' targets `y` too")
-        elif self._general: raise ValueError(f"`y` is required: {self.loss} keeps the samples to re-solve joined blocks")
+        elif self._general: raise ValueError(f"`y` is required: {self.loss} keeps the samples to fit them when read")
         nb = len(W)
         self._reserve(nb + 2, n + 1)
         self._wsum = self._checked_total(math.fsum(W), 'fit.weights')
@@ -556,6 +577,8 @@ class OnlineIsotonic:
             if np.any(xs[starts[1:-1]] == xs[starts[1:-1] - 1]):
                 raise ValueError("`fit` splits tied scores between blocks; fit tied scores as one group")
             self._F[_XLO, :nb], self._F[_XHI, :nb], self._last_x = xs[starts[:-1]], xs[starts[1:] - 1], float(xs[-1])
-        if self._general: self._ys[:n], self._ws[:n] = y, w
-        self._n, self._top, self._tracked = n, nb, x is not None
+        if self._general:
+            self._ys[:n], self._ws[:n] = y, w
+            self._xs[:n] = xs if x is not None else 0.0
+        self._n, self._top, self._tracked, self._ncert = n, nb, x is not None, n
         return self

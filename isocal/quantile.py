@@ -58,20 +58,40 @@ def _below(dA, dW, tau, exact_sums, bound, parts):
 
 @njit(cache=True)
 def _fast_cut(y, w, cut_ok, s, e, a, tau, exact_sums):
-    """Largest k in [s, e] (a cut position) minimising S_k = sum over i >= k of w_i (1[y_i <= a] - tau), from
-    running sums; -1 if rounding left some comparison undecided."""
-    A = W = bestA = bestW = 0.0
-    best, unit, parts = e, w.shape[0] == 1, np.empty(4)
+    """Largest k in [s, e] (a cut position; `cut_ok` empty: any) minimising S_k = sum over i >= k of
+    w_i (1[y_i <= a] - tau), from running sums (exact for integral weights; else double-doubles, whose rounding is
+    below (n ε)² of the total weight); -1 if rounding left some comparison undecided. The usual comparison is one
+    subtraction and one product against a rounding bound; only a close call goes to `_below`."""
+    allcut, unit = cut_ok.shape[0] == 0, w.shape[0] == 1
+    Ah = Al = Wh = Wl = bAh = bAl = bWh = bWl = 0.0
+    best, parts = e, np.empty(4)
     for k in range(e - 1, s - 1, -1):
         wk = 1.0 if unit else w[k]
-        W += wk
-        if y[k] <= a: A += wk
-        if not cut_ok[k]: continue
-        bound = 0.0 if exact_sums else (4.0 * (e - s) + 16.0) * _EPS * (W + bestW)
-        below = _below(A - bestA, W - bestW, tau, exact_sums, bound, parts)
+        ak = wk if y[k] <= a else 0.0
+        if exact_sums:
+            Ah += ak
+            Wh += wk
+        else:
+            Ah, Al = _dd_add(Ah, Al, ak)
+            Wh, Wl = _dd_add(Wh, Wl, wk)
+        if not (allcut or cut_ok[k]): continue
+        dA, dW = (Ah - bAh) + (Al - bAl), (Wh - bWh) + (Wl - bWl)
+        t = dA - tau * dW
+        tol = 4.0 * _EPS * (abs(dA) + abs(dW))
+        if not exact_sums: tol += 4.0 * ((e - s + 2.0) * _EPS) ** 2 * (Wh + bWh)
+        if t < -tol: below = 1
+        elif t > tol: below = 0
+        else: below = _below(dA, dW, tau, exact_sums, tol, parts)
         if below < 0: return -1
-        if below == 1: best, bestA, bestW = k, A, W
+        if below == 1: best, bAh, bAl, bWh, bWl = k, Ah, Al, Wh, Wl
     return best
+
+@njit(cache=True, inline='always')
+def _dd_add(h, l, t):
+    "The double-double (h, l) plus t (Knuth's TwoSum, its error added to l)."
+    s = h + t
+    v = s - h
+    return s, l + ((h - (s - v)) + (t - v))
 
 @njit(cache=True)
 def _exact_cut(y, w, cut_ok, s, e, a, tau):
@@ -85,7 +105,7 @@ def _exact_cut(y, w, cut_ok, s, e, a, tau):
         if y[k] <= a: nr = _add_partial(run, nr, wk)
         nr = _add_partial(run, nr, -p)
         nr = _add_partial(run, nr, -q)
-        if not cut_ok[k]: continue
+        if not (cut_ok.shape[0] == 0 or cut_ok[k]): continue
         nd = 0
         for j in range(nr): nd = _add_partial(diff, nd, run[j])
         for j in range(nb): nd = _add_partial(diff, nd, -best_run[j])
@@ -131,9 +151,9 @@ def _quantile_fit_sorted(tau, y, w=None, groups=None):
     n = y.shape[0]
     exact = _integral_weights(w, n)
     wk = exact if exact is not None else _spread_weights(w)
-    cut_ok = np.ones(n + 1, np.bool_)
+    cut_ok = np.empty(0, np.bool_)                 # every cut allowed, unless tied x force groups
     if groups is not None:
-        cut_ok[:] = False
+        cut_ok = np.zeros(n + 1, np.bool_)
         cut_ok[groups] = True
     z, wk, values, exact_sums = np.empty(n), np.ascontiguousarray(wk), np.unique(y), exact is not None
     visits = _quantile_kernel(y, wk, cut_ok, values, float(tau), exact_sums, z, None)

@@ -18,7 +18,7 @@ from numba import njit
 from scipy.optimize import brentq
 from scipy.optimize import isotonic_regression as scipy_ir
 
-from isocal.convex import (CustomLoss, Expectile, Lp, PseudoHuber, SquaredQuartic, anytime_isotonic, anytime_iter,
+from isocal.convex import (CustomLoss, Expectile, Lp, PseudoHuber, Quantile, SquaredQuartic, anytime_isotonic, anytime_iter,
                            isotonic_convex, _convex_fit_sorted)
 from isocal.pava import isotonic_regression
 
@@ -298,6 +298,7 @@ MP_DERIV['Lp(p=1.25)'] = lambda r: mpmath.sign(r) * abs(r) ** mpmath.mpf(0.25)
 CUBIC = CustomLoss(njit(lambda z, y: (z - y) + (z - y) ** 3), name='cubic')
 LOSS_EVEN['cubic'] = CUBIC
 MP_DERIV['cubic'] = lambda r: r + r ** 3
+MP_DERIV['PseudoHuber(delta=4)'] = lambda r: r / mpmath.sqrt(1 + (r / 4) ** 2)
 KAPPA = {'Lp(p=1.5)': 1.5, 'Lp(p=3)': 3, 'Lp(p=1.25)': 1.25, 'SquaredQuartic(a=2)': 3, 'cubic': 3}
 
 
@@ -447,11 +448,10 @@ def test_anytime_huge_finite_targets():
     "Issue 12: finite targets are valid for squared loss; the doubling phase must not call them infinite."
     s = anytime_isotonic('squared', [2e300, 1e300])
     np.testing.assert_allclose(s.x, [1.5e300, 1.5e300], rtol=1e-12)
-    # pseudo-Huber's derivative at residuals of 1e308 is its limit ±δ to within 1e-616: flat in double precision, so
-    # the level (0, by symmetry) cannot be certified by evaluation, and both routines refuse rather than guess
+    # pseudo-Huber's derivative at residuals of 1e308 is its limit ±δ to within 1e-616: the limits cancel, and the
+    # remainders, which underflow, are compared on the log scale (issue 28): exact twins, so the level is 0
     for fit in (anytime_isotonic, isotonic_convex):
-        with pytest.raises(ValueError, match='double precision'):
-            fit(PseudoHuber(1.0), [1e308, -1e308])
+        assert fit(PseudoHuber(1.0), [1e308, -1e308]).x.tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize('name', sorted(LOSS_EVEN))
@@ -495,8 +495,8 @@ def test_extreme_parameters_and_spans():
     "Residuals far beyond delta, cubes beyond 1e308: no NaN, no false 'not convex', the representable answer."
     y = np.array([1.0, -1.0, 0.5, 3.0])
     for delta in (1e-310, 1e-300):           # (r/δ)² overflows: l' is ±δ to the last bit, and even its remainder
-        with pytest.raises(ValueError, match='double precision'):   # δ³/r² underflows: the pair {1, -1} has D = 0 on
-            isotonic_convex(PseudoHuber(delta), y)                  # all of (-1, 1); no point of it is returned
+        assert isotonic_convex(PseudoHuber(delta), y).x.tolist() == [0.0, 0.0, 0.5, 3.0]   # δ³/r² underflows: the
+        # pair {1, -1} has D = 0 on all of (-1, 1) in double precision; its remainders on the log scale decide
     x = isotonic_convex(PseudoHuber(1e-100), y).x                   # remainders ~1e-300 still resolve it exactly
     assert list(x) == [0.0, 0.0, 0.5, 3.0]                          # (odd l': the pair's minimiser is 0)
     for big in (1e100, 1e200, 1e300):        # symmetric pair: level exactly 0 (odd l'), then the third alone
@@ -519,10 +519,21 @@ def test_reported_pseudo_huber_saturated():
     assert list(isotonic_convex(PseudoHuber(1.0), [1e100, -1e100, 5e99], increasing=False).x) == [1e100, -2.5e99, -2.5e99]
 
 
-def test_logcosh_flat_raises():
-    "Log-cosh past |r| = 372: e^(-2|r|) underflows, the level is not determined in double precision: a ValueError."
-    with pytest.raises(ValueError, match='double precision'):
-        isotonic_convex('logcosh', [1e100, -1e100, 5e99])
+def test_logcosh_far_remainders_decide():
+    """Log-cosh past |r| = 372: e^(-2|r|) underflows and the summed derivative is exactly 0 on a whole interval; the
+    remainders compared on the log scale (issue 28) give the exact answer the pooling engine refused."""
+    for fit in (isotonic_convex, anytime_isotonic):
+        assert fit('logcosh', [1e100, -1e100, 5e99]).x.tolist() == [0.0, 0.0, 5e99]
+
+
+def test_flat_custom_loss_raises():
+    """The one refusal left: a custom loss whose derivative, as computed, is exactly ±1 on a whole interval (tanh
+    beyond |r| = 19.1). The engine sees only those values, so every point of the interval fits them equally well:
+    the level is undetermined by the loss as given (in exact arithmetic it is 0), and no point is returned."""
+    flat = CustomLoss(njit(lambda z, y: np.tanh(z - y)), name='tanh')
+    for fit in (isotonic_convex, anytime_isotonic):
+        with pytest.raises(ValueError, match='cannot be determined in double precision'):
+            fit(flat, [100., -100., 50.])
 
 
 def mp_split(name, r):
@@ -611,26 +622,31 @@ def test_lp_huge_cancelling_targets():
     assert anytime_isotonic(Lp(1.25), [-3., -1., 5e59, -5e59]).x.tolist() == [-3., -1., 0., 0.]
 
 
-def test_disparate_targets_stop_the_first_pooling_and_the_second_decides():
-    """The pooling without `hires` (what a first call compiles) stops where the high-resolution sums must decide;
-    with `hires` it decides, and the fit gives the exact answer."""
-    from isocal.convex import _HIRES, _pool_convex
+def test_close_calls_go_to_the_exact_comparisons():
+    """The decomposition's kernel stops at a close call (at 0 the pair 5e59, -5e59 cancels exactly) with its segment
+    on the stack; the exact comparisons decide it, and ask first for the high-resolution sums (which a first call
+    does not compile) since these targets dwarf the threshold; the fit gives the exact answer."""
+    from isocal import decomposition as dc
     loss, y = Lp(1.25), np.array([-3., -1., 5e59, -5e59])
-    n = len(y)
-    pool = lambda hires: _pool_convex(loss.code, loss.params, y, np.ones(n), y, np.arange(n + 1, dtype=np.intp),
-                                      np.empty((n, 11)), np.zeros(2, np.int64), hires)
-    assert pool(None) == _HIRES
-    assert pool(True) == 3                  # groups {-3}, {-1}, {5e59, -5e59}
+    n, w, cut = len(y), np.empty(0), np.empty(0, np.bool_)
+    x, stats, stack = np.empty(n), np.zeros(2, np.int64), np.empty((64, dc._NCOL))
+    dc._start(stack[0], 0, n, np.nextafter(-5e59, -np.inf), 5e59, 0.0, 0.0, 1.0)
+    stack[0, dc._NCHEAP], stack[0, dc._FORCE] = 0.0, 0.0      # no cheap steps: the first checked pass at 0
+    status, top = dc._decompose(loss.code, loss.params, y, w, y, cut, x, stack, 1, stats, 0.0)
+    assert status == dc._NEED_EXACT and top == 1 and stack[0, dc._FORCE] == 0.0
+    assert dc._exact_scan(loss.code, loss.params, y, w, cut, 0, n, 0.0, None, stats)[0] == dc._NEED_HIRES
+    status, kb, Pb, tie = dc._exact_scan(loss.code, loss.params, y, w, cut, 0, n, 0.0, True, stats)
+    assert (status, kb, tie) == (0, n, False)           # the pair ties at 0: the largest maximising cut is n
     assert isotonic_convex(loss, y).x.tolist() == [-3., -1., 0., 0.]
 
 
-def test_logcosh_flat_pair_raises():
+def test_logcosh_far_pair_is_exact():
     """Past |r| = 370 tanh's remainder underflows: the pair (20, -3e9) has a summed derivative exactly 0 on a whole
-    interval, so its level (exactly -1.5e9 + 10) is not determined in double precision. A remainder that underflows
-    used to count as an unsplit term, whose rounding bound then hid the certain sign at -3."""
+    interval in double precision; on the log scale the remainders balance exactly at the midpoint -1.5e9 + 10, the
+    pair's exact level (the pooling engine refused it). A remainder that underflows used to count as an unsplit
+    term, whose rounding bound then hid the certain sign at -3."""
     for fit in (isotonic_convex, anytime_isotonic):
-        with pytest.raises(ValueError, match='cannot be determined in double precision'):
-            fit('logcosh', [20., -3e9, -3.])
+        assert fit('logcosh', [20., -3e9, -3.]).x.tolist() == [-1.5e9 + 10, -1.5e9 + 10, -3.0]
 
 
 def test_symmetric_pair_beside_a_zero_is_exact():
@@ -643,8 +659,7 @@ def test_symmetric_pair_beside_a_zero_is_exact():
 def test_anytime_joined_sign_is_summed_again():
     """anytime's join used to add two groups' derivative sums: tanh(-20) + tanh(3e9) rounds to 0 (exactly, it is
     +4e-18), which joined the next point too and returned -3 everywhere."""
-    with pytest.raises(ValueError, match='double precision'):
-        anytime_isotonic('logcosh', [20., -3e9, -3.])
+    assert anytime_isotonic('logcosh', [20., -3e9, -3.]).x.tolist() == [-1.5e9 + 10, -1.5e9 + 10, -3.0]
     s = anytime_isotonic('logcosh', [20., -30., -3.])      # the same shape within tanh's resolution: exact
     ref = isotonic_convex('logcosh', [20., -30., -3.]).x
     assert np.allclose(s.x, ref, rtol=0, atol=1e-12) and s.converged
@@ -678,3 +693,133 @@ def test_scaling_never_flushes_small_targets():
         anytime_isotonic(Lp(3), [-3e100, 2.4e-227])
     assert isotonic_convex(Lp(3), [-3e100, 0.0, 5.0]).x.tolist() == [-3e100, 0.0, 5.0]    # zeros and 5 survive
     assert isotonic_convex(Lp(1.25), [-3e100, 2.4e-227]).x.tolist() == [-3e100, 2.4e-227]  # no scaling needed
+
+
+# ---------------------------------------------------------------- issue 28: never refuse a well-posed fit
+
+from fractions import Fraction
+
+PROPERTY_PROBLEMS = 10_000                   # problems, each fitted under every built-in loss and both directions
+PROPERTY_CHUNKS = 40
+BUILT_IN = {name: loss for name, loss in LOSS_EVEN.items() if name != 'cubic'}
+
+
+def random_problem(rng):
+    """One problem of the property: n <= 50 targets (normal, integers or two values), scaled by up to 1e6, and
+    weights log-uniform in [1e-6, 1e6] (or unit)."""
+    n = int(rng.integers(1, 51))
+    kind = rng.integers(3)
+    if kind == 0: y = rng.normal(size=n)
+    elif kind == 1: y = rng.integers(-5, 6, n).astype(float)
+    else: y = rng.choice(np.round(rng.normal(size=2), 3), n)
+    y = y * 10.0 ** rng.uniform(0, 6)
+    w = 10.0 ** rng.uniform(-6, 6, n) if rng.random() < 0.75 else np.ones(n)
+    return y, w
+
+
+def mp_terms(name, z, y, w):
+    """w l'(z; y) per sample at 50 digits; pseudo-Huber and log-cosh beyond their knee as the limit plus the remainder
+    (as `mp_split`), the limits summed first, so that a remainder of 1e-200 of the whole is not lost."""
+    with mpmath.workdps(MP_DIGITS):
+        if not (name.startswith('PseudoHuber') or name == 'logcosh'):
+            return [mpmath.mpf(wi) * MP_DERIV[name](mpmath.mpf(z) - mpmath.mpf(yi)) for yi, wi in zip(y, w)]
+        d = mpmath.mpf(name[len('PseudoHuber(delta='):-1]) if name != 'logcosh' else None
+        out = []
+        for yi, wi in zip(y, w):
+            r = mpmath.mpf(z) - mpmath.mpf(yi)
+            if d is not None and abs(r) > d:
+                s = d / r
+                q = mpmath.sqrt(1 + s * s)
+                big, rest = mpmath.sign(r) * d, -mpmath.sign(r) * d * s * s / (q * (1 + q))
+            elif d is None and abs(r) > 1:
+                t = mpmath.exp(-2 * abs(r))
+                big, rest = mpmath.sign(r), -mpmath.sign(r) * 2 * t / (1 + t)
+            else: big, rest = mpmath.mpf(0), MP_DERIV[name](r)
+            out.append(SplitTerm(mpmath.mpf(wi) * big, mpmath.mpf(wi) * rest))
+        return out
+
+
+class SplitTerm:
+    "A 50-digit term kept as (limit part, remainder): sums add the parts separately, so remainders survive."
+    def __init__(self, big, rest): self.big, self.rest = big, rest
+    def __add__(self, o):
+        o = o if isinstance(o, SplitTerm) else SplitTerm(o, 0)
+        return SplitTerm(self.big + o.big, self.rest + o.rest)
+    __radd__ = __add__
+    def value(self): return self.big + self.rest
+
+
+def mp_total(terms):
+    "The exact-to-50-digits sum of `mp_terms`' terms (limits first, then remainders)."
+    if terms and isinstance(terms[0], SplitTerm):
+        return mpmath.fsum(t.big for t in terms) + mpmath.fsum(t.rest for t in terms)
+    return mpmath.fsum(terms)
+
+
+def assert_fit_certified(name, x, y, w):
+    """The whole increasing fit x of (y, w) certified against 50-digit derivatives: non-decreasing; each block's exact
+    minimiser bracketed within `assert_certified`'s tolerance t of its level v (the summed derivative negative at
+    v - t, positive at v + t); and at v - t, below the exact level, every proper prefix of the block has a summed
+    derivative <= the rounding bound (KKT: <= 0 at the exact level; Lp with p < 2 moves a target's term by ~sqrt(ulp)
+    per ulp, so the rounded level itself cannot be asked for it)."""
+    assert np.all(np.diff(x) >= 0), (name, list(y), list(w), list(x))
+    runs = np.flatnonzero(np.r_[True, x[1:] != x[:-1], True])
+    for s, e in zip(runs[:-1], runs[1:]):
+        v, yb, wb = float(x[s]), y[s:e], w[s:e]
+        t = 1.5 * float(np.spacing(abs(v))) + 64 * (e - s) * 2.0 ** -52 * float(np.max(np.abs(yb)))
+        with mpmath.workdps(MP_DIGITS):
+            low = mp_terms(name, mpmath.mpf(v) - mpmath.mpf(t), yb, wb)
+            above = mp_total(mp_terms(name, mpmath.mpf(v) + mpmath.mpf(t), yb, wb))
+            assert mp_total(low) < 0 < above, (name, v, t, list(y), list(w))
+            values = [u.value() if isinstance(u, SplitTerm) else u for u in low]
+            bound = (e - s + 8 + KAPPA.get(name, 1)) * 2.0 ** -52 * float(mpmath.fsum(abs(u) for u in values))
+            for k in range(1, e - s):
+                prefix = mp_total(low[:k])
+                assert float(prefix) <= bound + 1e-300, (name, v, list(y), list(w))
+
+
+def exact_lower_quantile_fit(y, w, tau):
+    "The smallest isotonic tau-quantile fit by the min-max formula over exact (rational) lower block quantiles."
+    n = len(y)
+    tau = Fraction(tau)
+    def q(s, e):
+        pairs = sorted(zip(y[s:e + 1], map(Fraction, w[s:e + 1])))
+        total, run = sum(p[1] for p in pairs), Fraction(0)
+        for v, wi in pairs:
+            run += wi
+            if run >= tau * total: return v
+    m = {(s, e): q(s, e) for s in range(n) for e in range(s, n)}
+    return np.array([max(min(m[s, e] for e in range(i, n)) for s in range(i + 1)) for i in range(n)])
+
+
+@pytest.mark.parametrize('chunk', range(PROPERTY_CHUNKS))
+def test_never_refuses_a_well_posed_fit(chunk):
+    """Issue 28, part 7: 10,000 random problems (see `random_problem`), each under every built-in loss and in both
+    directions: no fit raises, and every fit is certified against 50-digit derivatives (the pinball loss: equal to
+    the exact smallest optimum)."""
+    per = PROPERTY_PROBLEMS // PROPERTY_CHUNKS
+    for k in range(chunk * per, (chunk + 1) * per):
+        rng = np.random.default_rng(k)
+        y, w = random_problem(rng)
+        for increasing in (True, False):
+            yy, ww = (y, w) if increasing else (y[::-1], w[::-1])
+            for name, loss in BUILT_IN.items():
+                x = isotonic_convex(loss, y, w, increasing=increasing).x
+                assert_fit_certified(name, x if increasing else x[::-1], yy, ww)
+            tau = float(rng.choice([0.1, 0.5, 0.9]))
+            x = isotonic_convex(Quantile(tau), y, w, increasing=increasing).x
+            ref = exact_lower_quantile_fit(yy, ww, tau) if len(y) <= 30 else None
+            if ref is not None: np.testing.assert_array_equal(x if increasing else x[::-1], ref)
+
+
+def test_reported_refusals_are_fits():
+    "Issue 28: two ordinary problems the pooling engine refused ('cannot be determined in double precision')."
+    y = np.array([0, 0, 2.5, 2.5, 0, 2.5, 2.5, 0, 0, 2.5])
+    w = np.array([0.002521163808368092, 0.004888406578531095, 3.003380846341256, 2.2275639219322403,
+                  0.005821152498924297, 8.386481626103697, 23.650166037404105, 3.0665182792299883,
+                  0.3878461791163936, 35.264857919330595])
+    assert_fit_certified('PseudoHuber(delta=4)', isotonic_convex(PseudoHuber(4), y, w).x, y, w)
+    y = np.array([0, 0, 2.5, 1, 0, 2.5])
+    w = np.array([0.006133903268654635, 0.000665496850027263, 0.039628511747757514, 0.0027219170332236325,
+                  0.386069831103829, 8.26691797908006e-06])
+    assert_fit_certified('logcosh', isotonic_convex('logcosh', y, w).x, y, w)

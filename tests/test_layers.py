@@ -29,6 +29,8 @@ LAYERS = {
     'portable': 1,
     # 2. algorithms: each imports core and the algorithms it truly builds on
     'pava': 2,
+    'derivatives': 2,
+    'decomposition': 2,
     'convex': 2,
     'quantile': 2,
     'online': 2,
