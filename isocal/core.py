@@ -195,7 +195,7 @@ def check_real(value, name: str, *, low: float | None = None, high: float | None
     if too_low or too_high:
         left = '(' if low_open or low is None else '['
         right = ')' if high_open or high is None else ']'
-        span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+        span = f"{left}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{right}"
         raise ValueError(f"`{name}` must lie in {span}, got {value}")
     return value
 
