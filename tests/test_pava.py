@@ -1075,3 +1075,27 @@ def test_primary_ties_with_huge_values_and_weights():
     np.testing.assert_array_equal(st_.levels, [float((Fraction(1.7e308) + Fraction(1.6e308)) / 2), 1.7e308])
     tert = fit_staircase([0.0, 0.0, 1.0], [1.7e308, 1.6e308, 1.7e308], ties="tertiary")
     np.testing.assert_array_equal(tert.fitted, [1.7e308, 1.6e308, 1.7e308])
+
+
+# ================================================================================ issue 30: float32, tampered files
+
+@pytest.mark.parametrize("x_dtype, expect", [(np.float32, np.float32), (np.float64, np.float64), (np.int32, np.float64),
+                                             (np.float16, np.float64)])
+def test_calibrator_keeps_float32_like_scikit_learn(x_dtype, expect):
+    rng = np.random.default_rng(0)
+    x, y = (rng.random(50) * 100).astype(x_dtype), rng.random(50)
+    ours, theirs = IsotonicCalibrator().fit(x, y), IsotonicRegression().fit(x, y)
+    for a, b in ((ours.predict(x), theirs.predict(x)), (ours.transform(x), theirs.transform(x)),
+                 (ours.X_thresholds_, theirs.X_thresholds_), (ours.y_thresholds_, theirs.y_thresholds_)):
+        assert a.dtype == b.dtype == expect
+    # one rounding at the end: the float64 prediction rounded to float32
+    np.testing.assert_array_equal(ours.predict(x), IsotonicCalibrator().fit(x.astype(float), y).predict(x).astype(expect))
+
+
+@pytest.mark.parametrize("key, value", [("X_max_", "inf"), ("X_min_", "-inf"), ("X_max_", 1e300), ("X_min_", 0.0)])
+def test_from_dict_refuses_a_training_range_that_is_not_the_staircase(key, value):
+    from isocal.portable import PortableError
+    d = IsotonicCalibrator().fit([0.1, 0.4, 0.35, 0.8], [0.0, 1.0, 0.0, 1.0]).to_dict()
+    d["state"][key] = value
+    with pytest.raises(PortableError, match=rf"`state.{key}` must equal the staircase's"):
+        IsotonicCalibrator.from_dict(d)
