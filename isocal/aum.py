@@ -14,7 +14,8 @@ from numba import njit
 
 from .aum_kernel import (_STOP_FIRST_MIN, _STOP_MAX_AUC, _STOP_ROWS, _U, _above, _first_tied_min,
                                _line_search_kernel, _merged_sorted_lines, _sort_lines, _trapezoid_term)
-from .core import as_float_array, as_real_array, check_choice, check_same_length
+from .core import (_asarray, as_float_array, as_real_array, check_choice, check_flag, check_integer,
+                         check_same_length, check_seed)
 
 # %% auto #0
 __all__ = ['STOP_RULES', 'GD_METHODS', 'Breakpoints', 'make_breakpoints', 'binary_breakpoints', 'error_function_breakpoints',
@@ -40,17 +41,14 @@ def _check_positive(value, name, *, allow_zero=False):
     return float(value)
 
 def _check_int(value, name, lower):
-    "`value` as an int if it is an int ≥ `lower` (not a bool), else an error naming `name`."
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be an int, got {value!r}")
-    if value < lower: raise ValueError(f"`{name}` must be ≥ {lower}, got {value}")
-    return int(value)
+    "`value` as an int ≥ `lower` that fits NumPy's int64 (not a bool), else an error naming `name` (`check_integer`)."
+    return check_integer(value, name, low=lower)
 
 def _check_bool(value, name):
     if not isinstance(value, (bool, np.bool_)): raise TypeError(f"`{name}` must be True or False, got {value!r}")
 
 def _as_examples(example, n):
-    ex = np.asarray(example)
+    ex = _asarray(example, 'example')
     if ex.ndim != 1: raise ValueError(f"`example` must be one-dimensional, got shape {ex.shape}")
     if ex.shape[0] != n: raise ValueError(f"length mismatch: `example` has {ex.shape[0]}, `value` has {n}")
     if n and ex.dtype.kind == 'f' and not np.all(ex == np.floor(ex)):
@@ -499,9 +497,7 @@ def _choose_step(method, bp, X, w, direction, val, step, grid, max_step, pred, o
 def _check_descent_options(breakpoints, X, weights, method, validation, step, grid, max_iter, tol, patience,
                            max_step, random_state):
     check_choice(method, 'method', GD_METHODS)
-    try: rng = np.random.default_rng(random_state)
-    except (TypeError, ValueError):
-        raise TypeError(f"`random_state` must be None, an int ≥ 0 or a numpy Generator, got {random_state!r}") from None
+    rng = check_seed(random_state, 'random_state')
     if weights is None:
         X0 = np.asarray(X)
         weights = rng.standard_normal(X0.shape[1] if X0.ndim == 2 else 0)
@@ -554,7 +550,7 @@ def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='f
     best_w, best_iter, best_val = w.copy(), 0, hist['val_auc'][0]
     stopped = 'aum is zero' if monotone and r.aum <= err else None
     iterations = range(1, max_iter + 1) if stopped is None else range(0)
-    if progress:                               # tqdm only when asked for: no widget warnings otherwise
+    if check_flag(progress, 'progress'):       # tqdm only when asked for: no widget warnings otherwise
         from tqdm.auto import tqdm
         iterations = tqdm(iterations, desc=f'AUM descent ({method})')
     for it in iterations:

@@ -78,8 +78,9 @@ def _check_cal_size(cal_size, n: int | None) -> float | int:
     return int(cal_size) if is_int else float(cal_size)
 
 def _check_seed(random_state):
-    "A seed scikit-learn's splitters accept (None, an integer in [0, 2**32) or a RandomState)."
+    "A seed scikit-learn's splitters accept (None, an integer in [0, 2**32) or a RandomState; not a boolean)."
     try:
+        if isinstance(random_state, (bool, np.bool_)): raise ValueError("a boolean is not a seed")
         check_random_state(random_state)
     except ValueError as e:
         raise ValueError(f"`random_state` must be None, an integer in [0, 2**32) or a numpy RandomState, "
@@ -90,6 +91,9 @@ def _named(name: str, check, *args, **kwargs):
     try: return check(*args, **kwargs)
     except (ValueError, TypeError) as err:
         if str(err).startswith(f"`{name}`"): raise
+        if 'inhomogeneous' in str(err):
+            raise ValueError(f"`{name}` is ragged: its nested sequences have different lengths, so it is not an "
+                             "array") from err
         raise type(err)(f"invalid `{name}`: {err}") from err
 
 def _snap_to_calibration(s, cal):

@@ -177,10 +177,12 @@ def check_integer(value, name: str, *, low: int | None = 1, high: int | None = _
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"`{name}` must be an integer, got {value!r}")
     value = int(value)
-    if (low is not None and value < low) or (high is not None and value > high):
-        span = (f"at least {low}" if high is None else f"at most {high}" if low is None
-                else f"between {low} and {high}")
-        raise ValueError(f"`{name}` must be an integer {span}, got {value}")
+    if low is not None and value < low:
+        what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer of at least {low}")
+        raise ValueError(f"`{name}` must be {what}, got {value}")
+    if high is not None and value > high:
+        bound = "2**63 - 1 (NumPy's largest int64)" if high == _INT64_MAX else f"{high}"
+        raise ValueError(f"`{name}` must be an integer of at most {bound}, got {value}")
     return value
 
 def check_real(value, name: str, *, low: float | None = None, high: float | None = None,

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .core import _violates, as_float_array, check_choice, check_same_length
+from .core import _violates, as_float_array, check_choice, check_flag, check_integer, check_same_length, check_seed
 from .pava import isotonic_regression
 
 # %% auto #0
@@ -41,11 +41,8 @@ def _scalar(value, name):
     return float(value)
 
 def _check_count(value, name):
-    "A positive integer (bools and floats refused: a count is not a measurement)."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be a positive integer, got {value!r}")
-    if value < 1: raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-    return int(value)
+    "A positive integer that fits NumPy's int64 (bools and floats refused: a count is not a measurement)."
+    return check_integer(value, name, low=1)
 
 def _check_unit(value, name):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -143,7 +140,7 @@ def _check_data(x, y):
     return x, y
 
 def _progress(iterable, progress, desc, total=None):
-    if not progress: return iterable
+    if not check_flag(progress, 'progress'): return iterable
     from tqdm.auto import tqdm
     return tqdm(iterable, desc=desc, total=total)
 
@@ -476,10 +473,8 @@ class RegretResult(dict):
     def __dir__(self): return list(self.keys())
 
 def _rng(seed):
-    "`np.random.default_rng(seed)`, its errors naming `seed`."
-    try: return np.random.default_rng(seed)
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"`seed` must be None, a non-negative integer or a NumPy Generator/SeedSequence, got {seed!r}") from None
+    "A NumPy Generator from `seed`, checked by `isocal.core.check_seed` (a boolean is not a seed)."
+    return check_seed(seed, 'seed')
 
 def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None, c=None, gamma: float = 0.5,
                     lam: float = 0.5, progress: bool = True) -> RegretResult:
@@ -496,7 +491,7 @@ def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None
     n_perm = _check_count(n_perm, 'n_perm')
     T, rng = len(x), _rng(seed)
     inc, r, loo = np.zeros((n_perm, T)), np.zeros((n_perm, T)), np.zeros((n_perm, T))
-    bar = _progress(None, progress, f"regret ({method})", total=n_perm * T) if progress else None
+    bar = _progress(None, progress, f"regret ({method})", total=n_perm * T) if check_flag(progress, 'progress') else None
     for p in range(n_perm):
         sigma = rng.permutation(T)
         xp, yp = x[sigma], y[sigma]

@@ -318,9 +318,9 @@ from isocal.forward import heavy_weight  # noqa: E402
 @pytest.mark.parametrize("call, err, text", [
     (lambda: heavy_weight(-1), ValueError, "`t` must be a positive integer, got -1"),
     (lambda: heavy_weight(0), ValueError, "`t` must be a positive integer, got 0"),
-    (lambda: heavy_weight(2.5), TypeError, "`t` must be a positive integer, got 2.5"),
-    (lambda: heavy_weight("a"), TypeError, "`t` must be a positive integer, got 'a'"),
-    (lambda: heavy_weight(True), TypeError, "`t` must be a positive integer, got True"),
+    (lambda: heavy_weight(2.5), TypeError, "`t` must be an integer, got 2.5"),
+    (lambda: heavy_weight("a"), TypeError, "`t` must be an integer, got 'a'"),
+    (lambda: heavy_weight(True), TypeError, "`t` must be an integer, got True"),
     (lambda: heavy_weight(5, c="x"), TypeError, "`c`"),
     (lambda: ForwardLearner().predict(np.nan), ValueError, "`x` must be finite"),
     (lambda: ForwardLearner().predict("a"), TypeError, "`x` must be a real number"),

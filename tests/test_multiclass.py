@@ -343,9 +343,9 @@ def test_venn_abers_methods_take_a_mask_and_refuse_other_weights(method):
 
 
 @pytest.mark.parametrize("kwargs, fit_kwargs, message", [
-    ({"n_splits": 2**70}, {}, r"`n_splits` must be an integer between 2 and"),
+    ({"n_splits": 2**70}, {}, r"`n_splits` must be an integer of at most 2\*\*63 - 1"),
     ({"n_splits": 2.0}, {}, r"`n_splits` must be an integer, got 2.0"),
-    ({"min_samples": 0}, {}, r"`min_samples` must be an integer between 1 and"),
+    ({"min_samples": 0}, {}, r"`min_samples` must be a positive integer, got 0"),
     ({"random_state": -1}, {}, r"`random_state` must be None, a non-negative integer"),
     ({}, {"sample_weight": [1.0, -1.0, 1.0, 1.0]}, r"`sample_weight` must be non-negative"),
     ({}, {"sample_weight": [1.0, 1.0]}, r"length mismatch: `sample_weight` has 2"),
