@@ -14,7 +14,8 @@ from numba import njit
 
 from .aum_kernel import (_STOP_FIRST_MIN, _STOP_MAX_AUC, _STOP_ROWS, _U, _above, _first_tied_min,
                                _line_search_kernel, _merged_sorted_lines, _sort_lines, _trapezoid_term)
-from .core import as_float_array, as_real_array, check_choice, check_same_length
+from .core import (_asarray, as_float_array, as_real_array, check_choice, check_flag, check_integer,
+                         check_same_length, check_seed)
 
 # %% auto #0
 __all__ = ['STOP_RULES', 'GD_METHODS', 'Breakpoints', 'make_breakpoints', 'binary_breakpoints', 'error_function_breakpoints',
@@ -40,17 +41,14 @@ def _check_positive(value, name, *, allow_zero=False):
     return float(value)
 
 def _check_int(value, name, lower):
-    "`value` as an int if it is an int ≥ `lower` (not a bool), else an error naming `name`."
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be an int, got {value!r}")
-    if value < lower: raise ValueError(f"`{name}` must be ≥ {lower}, got {value}")
-    return int(value)
+    "`value` as an int ≥ `lower` that fits NumPy's int64 (not a bool), else an error naming `name` (`check_integer`)."
+    return check_integer(value, name, low=lower)
 
 def _check_bool(value, name):
     if not isinstance(value, (bool, np.bool_)): raise TypeError(f"`{name}` must be True or False, got {value!r}")
 
 def _as_examples(example, n):
-    ex = np.asarray(example)
+    ex = _asarray(example, 'example')
     if ex.ndim != 1: raise ValueError(f"`example` must be one-dimensional, got shape {ex.shape}")
     if ex.shape[0] != n: raise ValueError(f"length mismatch: `example` has {ex.shape[0]}, `value` has {n}")
     if n and ex.dtype.kind == 'f' and not np.all(ex == np.floor(ex)):
@@ -288,7 +286,9 @@ class LineSearchResult:
     `aum_slope_after`; AUC is `auc_at` at a row and `auc_after` until the next row. `aum_tol` and `auc_tol` bound the
     rounding error of `aum` and of both AUCs at each row (the tie rule compares values up to these bounds). `step` is
     the chosen step size: the first AUM minimum ('first_min'), the middle of the best AUC interval or the best AUC
-    point ('max_auc'), else the step of the first row tied with the smallest AUM."""
+    point ('max_auc'), else the step of the first row tied with the smallest AUM. `complete`: the search saw every
+    crossing, so that the AUM is linear beyond the last row for ever; otherwise the path is known up to its last row
+    only (a stop rule or `max_step` ended it)."""
     step_size: np.ndarray
     aum: np.ndarray
     aum_slope_after: np.ndarray
@@ -301,14 +301,29 @@ class LineSearchResult:
     n_lines: int
     aum_tol: np.ndarray
     auc_tol: np.ndarray
+    complete: bool = False
 
     def __len__(self): return len(self.step_size)
 
     def aum_at(self, s):
-        "AUM at step sizes `s` within the computed path (linear interpolation between rows is exact)."
-        s = np.asarray(s, float)
-        k = np.clip(np.searchsorted(self.step_size, s, side='right') - 1, 0, len(self) - 1)
-        return self.aum[k] + (s - self.step_size[k]) * self.aum_slope_after[k]
+        """AUM at the step size `s` (a real number, or a 1-D array of them: a float or an array back) on the computed
+        path, where linear interpolation between rows is exact. Step sizes are >= 0 and finite; beyond the last row
+        the AUM is known only if the search saw every crossing (`complete`, e.g. stop='quadratic'): a larger step
+        of an incomplete path is an error, not an extrapolation (crossings after it change the slope)."""
+        arr = as_real_array(s, 's')
+        if arr.dtype.kind == 'b': raise TypeError(f"`s` must hold real step sizes, got booleans {s!r}")
+        if arr.ndim > 1: raise ValueError(f"`s` must be a number or one-dimensional, got shape {arr.shape}")
+        t = as_float_array(arr.reshape(-1), 's')
+        if t.size and t.min() < 0:
+            raise ValueError(f"`s` must be >= 0 (the path starts at step 0), got {t.min()}")
+        last = self.step_size[-1]
+        if t.size and not self.complete and t.max() > last:
+            raise ValueError(f"`s` = {t.max()} lies beyond the searched path, which ends at step {last} "
+                             f"(stop={self.stop!r}): its AUM depends on crossings not computed; search further "
+                             "(stop='quadratic', or a larger max_step)")
+        k = np.clip(np.searchsorted(self.step_size, t, side='right') - 1, 0, len(self) - 1)
+        out = self.aum[k] + (t - self.step_size[k]) * self.aum_slope_after[k]
+        return float(out[0]) if arr.ndim == 0 else out
 
     def to_frame(self):
         "The path as a pandas DataFrame, one row per visited step size."
@@ -355,14 +370,14 @@ def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min
     ms = _check_max_step(max_step)
     path = _line_search_rows(e, d, fp, fn, code, max_rows, ms, True)
     if path is None: raise ValueError("no line changes FP or FN: `fp_diff` and `fn_diff` are all zero")
-    n_lines, rows_f, rows_i, chosen, _ = path
+    n_lines, rows_f, rows_i, chosen, _, complete = path
     if not np.all(np.isfinite(rows_f)):
         raise ValueError("the AUM/AUC path overflows float64: rescale `intercept` and `slope`, or `fp_diff` and "
                          f"`fn_diff` (largest magnitudes {max(np.abs(e).max(), np.abs(d).max()):g}, "
                          f"{max(np.abs(fp).max(), np.abs(fn).max()):g})")
     col = lambda k: rows_f[:, k].copy()
     return LineSearchResult(col(0), col(1), col(2), col(3), col(4), rows_i[:, 0].copy(), rows_i[:, 1].copy(),
-                            float(chosen), stop, n_lines, col(5), col(6))
+                            float(chosen), stop, n_lines, col(5), col(6), bool(complete))
 
 def _check_model(X, weights, breakpoints, direction=None):
     _check_breakpoints(breakpoints)
@@ -386,15 +401,35 @@ def aum_line_search(breakpoints: Breakpoints, X, weights, direction=None, *, sto
     """Exact line search for the linear model `X @ (weights + s·direction)`: builds the threshold lines
     intercept_b = v_b − pred_b, slope_b = −(X·direction)_b and calls `aum_line_search_lines`.
     Default `direction`: minus the AUM sub-gradient (the mean of the left and right derivatives, mapped by Xᵀ)."""
-    if direction is None:
+    given = direction is not None
+    if not given:
         X, w = _check_model(X, weights, breakpoints)
-        r = _aum(breakpoints, X @ w)[0]
-        direction = -(X.T @ (0.5 * (r.left + r.right)))
+        r = _aum(breakpoints, _product(X, w, 'weights'))[0]
+        with np.errstate(over='ignore', invalid='ignore'):
+            direction = -(X.T @ (0.5 * (r.left + r.right)))
+        if not np.isfinite(direction).all():
+            raise ValueError("the default direction, minus the AUM sub-gradient X.T @ (...), overflows float64: "
+                             "rescale `X`, or pass `direction`")
     X, w, dr = _check_model(X, weights, breakpoints, direction)
     bp = breakpoints
-    intercept = bp.value - (X @ w)[bp.example]
-    slope = -(X @ dr)[bp.example]
-    return aum_line_search_lines(intercept, slope, bp.fp_diff, bp.fn_diff, stop=stop, max_step=max_step)
+    pred, pdir = _product(X, w, 'weights'), _product(X, dr, 'direction' if given else None)
+    with np.errstate(over='ignore', invalid='ignore'):
+        intercept = bp.value - pred[bp.example]
+    if not np.isfinite(intercept).all():
+        raise ValueError("the thresholds, the breakpoints' values minus `X @ weights`, overflow float64: rescale "
+                         "`X` and `weights` (or the breakpoint values)")
+    return aum_line_search_lines(intercept, -pdir[bp.example], bp.fp_diff, bp.fn_diff, stop=stop, max_step=max_step)
+
+def _product(X, v, name):
+    """`X @ v`, or a ValueError naming the argument `name` (None: the default direction) if it overflows float64,
+    rather than blaming the internal arrays built from it."""
+    with np.errstate(over='ignore', invalid='ignore'):
+        out = X @ v
+    if not np.isfinite(out).all():
+        what = f"`{name}`" if name else "the default direction (minus the AUM sub-gradient)"
+        raise ValueError(f"`X @ {name or 'direction'}` overflows float64 (largest |X| {np.abs(X).max():g}, largest "
+                         f"|{name or 'direction'}| {np.abs(v).max():g}): rescale `X` or {what}")
+    return out
 
 # %% ../nbs/07_aum.ipynb #6bdf1894
 def _decreases(step_size, aum, aum_slope_after, aum_tol, step) -> bool:
@@ -411,7 +446,7 @@ def _descent_search(bp, pred, pdir, order, stop_code, max_rows, max_step):
     with np.errstate(over='ignore'): e = bp.value - pred[bp.example]
     path = _line_search_rows(e, -pdir[bp.example], bp.fp_diff, bp.fn_diff, stop_code, max_rows, max_step, False, order)
     if path is None: return 0.0, 1, 0, False
-    _, rows, _, chosen, crossings = path
+    _, rows, _, chosen, crossings, _ = path
     if not np.all(np.isfinite(rows)):
         raise ValueError("the AUM/AUC path overflows float64 along this gradient step: rescale `X` or the "
                          "breakpoints' error jumps")
@@ -462,9 +497,7 @@ def _choose_step(method, bp, X, w, direction, val, step, grid, max_step, pred, o
 def _check_descent_options(breakpoints, X, weights, method, validation, step, grid, max_iter, tol, patience,
                            max_step, random_state):
     check_choice(method, 'method', GD_METHODS)
-    try: rng = np.random.default_rng(random_state)
-    except (TypeError, ValueError):
-        raise TypeError(f"`random_state` must be None, an int ≥ 0 or a numpy Generator, got {random_state!r}") from None
+    rng = check_seed(random_state, 'random_state')
     if weights is None:
         X0 = np.asarray(X)
         weights = rng.standard_normal(X0.shape[1] if X0.ndim == 2 else 0)
@@ -517,7 +550,7 @@ def aum_gradient_descent(breakpoints: Breakpoints, X, weights=None, *, method='f
     best_w, best_iter, best_val = w.copy(), 0, hist['val_auc'][0]
     stopped = 'aum is zero' if monotone and r.aum <= err else None
     iterations = range(1, max_iter + 1) if stopped is None else range(0)
-    if progress:                               # tqdm only when asked for: no widget warnings otherwise
+    if check_flag(progress, 'progress'):       # tqdm only when asked for: no widget warnings otherwise
         from tqdm.auto import tqdm
         iterations = tqdm(iterations, desc=f'AUM descent ({method})')
     for it in iterations:

@@ -279,10 +279,11 @@ def _spread_error(e, d, fp, fn, q, lo, hi, s):
 @njit(cache=True)
 def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
     """The path of AUM and AUC along the step size for lines sorted by (intercept, slope), identical lines merged.
-    Returns (float rows, int rows, chosen step, crossings): with `full`, float rows = (step, aum, slope_after, auc_at,
+    Returns (float rows, int rows, chosen step, crossings, complete): with `full`, float rows = (step, aum, slope_after, auc_at,
     auc_after, aum bound, auc bound) and int rows = (intersections, swaps); without, only what choosing the step
     needs, float rows = (step, aum, slope_after, aum bound) and no int rows (the computation is the same).
-    `crossings` counts the events (groups of lines meeting at one point) processed."""
+    `crossings` counts the events (groups of lines meeting at one point) processed; `complete` says whether none is
+    left after the last row (no crossing at any larger step), so that the AUM is linear beyond it for ever."""
     n = e.shape[0]
     q = np.arange(n)
     pos = np.arange(n)
@@ -419,6 +420,9 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
                 best_auc, best_err, best_lo, best_hi = auc_after, after_err, s, np.inf
         s_prev = s
 
+    while size > 0 and (q[P[0]] != A[0] or q[P[0] + 1] != Bv[0]):   # crossings of pairs no longer adjacent
+        size = _heap_pop(keys, P, A, Bv, size)
+    complete = size == 0 and not hit_max_step
     if hit_max_step:                             # the path ends at max_step, between two events
         if nrows == rows_f.shape[0]:
             rows_f = _grown_rows(rows_f, nrows + 1)
@@ -440,7 +444,7 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
             chosen = 0.5 * (best_lo + best_hi)
         else:                                    # row-limited search: the first row tied with the smallest AUM
             chosen = rows_f[_first_tied_min(rows_f[:nrows, 1], rows_f[:nrows, err_col]), 0]
-    return rows_f[:nrows].copy(), rows_i[:min(nrows, rows_i.shape[0])].copy(), chosen, crossings
+    return rows_f[:nrows].copy(), rows_i[:min(nrows, rows_i.shape[0])].copy(), chosen, crossings, complete
 
 @njit(cache=True)
 def _set_row(rows, k, s, aum, slope, auc_at, auc_after, aum_err, auc_err, full):

@@ -12,9 +12,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, _check_y, check_is_fitted, validate_data
 
-from .core import check_choice
+from .core import _asarray, check_choice
 from .portable import Fields, Portable, PortableError
 from .venn_abers import (
     MERGES, VennAbers, _check_flag, _check_n_splits, _cvap_interval, _merge, _merge_many)
@@ -78,16 +78,40 @@ def _check_cal_size(cal_size, n: int | None) -> float | int:
     return int(cal_size) if is_int else float(cal_size)
 
 def _check_seed(random_state):
-    "A seed scikit-learn's splitters accept (None, an integer in [0, 2**32) or a RandomState)."
+    "A seed scikit-learn's splitters accept (None, an integer in [0, 2**32) or a RandomState; not a boolean)."
     try:
+        if isinstance(random_state, (bool, np.bool_)): raise ValueError("a boolean is not a seed")
         check_random_state(random_state)
     except ValueError as e:
         raise ValueError(f"`random_state` must be None, an integer in [0, 2**32) or a numpy RandomState, "
                          f"got {random_state!r}") from e
 
+def _named(name: str, check, *args, **kwargs):
+    "`check(*args, **kwargs)` (a scikit-learn validator), with its ValueError or TypeError naming the argument `name`."
+    try: return check(*args, **kwargs)
+    except (ValueError, TypeError) as err:
+        if str(err).startswith(f"`{name}`"): raise
+        if 'inhomogeneous' in str(err):
+            raise ValueError(f"`{name}` is ragged: its nested sequences have different lengths, so it is not an "
+                             "array") from err
+        raise type(err)(f"invalid `{name}`: {err}") from err
+
+def _snap_to_calibration(s, cal):
+    """The test scores `s`, each within 2**-36 (relative to the largest calibration score) of a calibration score of
+    the sorted distinct `cal` replaced by that score: scores equal up to the base model's rounding tie, as the same
+    object scored twice must (see above). The fill scores of classes a model never saw (about -4.5e307) are left out
+    of the scale."""
+    usable = cal[np.abs(cal) < np.finfo(float).max / 8]
+    if s.shape[0] == 0 or usable.shape[0] == 0: return s
+    tol = np.ldexp(np.abs(usable).max(), -36)
+    j = np.clip(np.searchsorted(cal, s), 1, cal.shape[0] - 1) if cal.shape[0] > 1 else np.zeros(s.shape[0], np.intp)
+    left, right = cal[j - 1] if cal.shape[0] > 1 else cal[j], cal[j]
+    nearest = np.where(np.abs(s - left) <= np.abs(right - s), left, right)
+    return np.where(np.abs(s - nearest) <= tol, nearest, s)
+
 def _positive_weight_rows(sample_weight, X):
     "(rows of positive weight, weights): zero-weight rows are left out, negative weights are an error."
-    w = _check_sample_weight(sample_weight, X, allow_all_zero_weights=True)
+    w = _named('sample_weight', _check_sample_weight, sample_weight, X, allow_all_zero_weights=True)
     negative = np.flatnonzero(w < 0)
     if negative.size:
         raise ValueError(f"`sample_weight` must be non-negative, found {w[negative[0]]:g} at index {negative[0]}")
@@ -195,8 +219,11 @@ class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
         """Train (unless `prefit`) and calibrate on (X, y). `sample_weight` (non-negative) and `fit_params` go to
         the base estimator's `fit`; rows of weight 0 are left out, and the calibration itself is unweighted."""
         self._check_options()
-        X, y = validate_data(self, X, y, accept_sparse=self._sparse_formats())
-        check_classification_targets(y)
+        y = _named('y', _check_y, _asarray(y, 'y'), estimator=self)
+        X = _named('X', validate_data, self, X, accept_sparse=self._sparse_formats())
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"length mismatch: `X` has {X.shape[0]} rows, `y` has {y.shape[0]} labels")
+        _named('y', check_classification_targets, y)
         if sample_weight is not None:
             keep, sample_weight = _positive_weight_rows(sample_weight, X)
             fit_params = self._subset(fit_params, keep, X.shape[0])
@@ -257,13 +284,13 @@ class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
     def _intervals(self, X):
         "Per model and binary problem: (p0, p1) arrays, shapes (K, P, n)."
         check_is_fitted(self, 'calibrators_')
-        X = validate_data(self, X, reset=False, accept_sparse=self._sparse_formats())
+        X = _named('X', validate_data, self, X, reset=False, accept_sparse=self._sparse_formats())
         p0 = np.empty((len(self.estimators_), len(self.calibrators_[0]), X.shape[0]))
         p1 = np.empty_like(p0)
         for k, (model, ivaps) in enumerate(zip(self.estimators_, self.calibrators_)):
             for j, ((s, _, _), ivap) in enumerate(zip(self._problems(self._scores(model, X)), ivaps)):
                 if ivap is None: p0[k, j], p1[k, j] = 0.5, 0.5   # a pair with no calibration points
-                else: p0[k, j], p1[k, j] = ivap.predict_interval(s)
+                else: p0[k, j], p1[k, j] = ivap.predict_interval(_snap_to_calibration(s, ivap.scores_))
         return p0, p1
 
     def predict_interval(self, X) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@
 # %% ../nbs/00_core.ipynb #114b5760
 from __future__ import annotations
 
+import operator
 import os
 import tempfile
 from decimal import Decimal
@@ -16,7 +17,7 @@ from numba import njit
 
 # %% auto #0
 __all__ = ['NUMBA_CACHE_FALLBACK', 'not_finite_error', 'as_real_array', 'as_float_array', 'check_same_length', 'check_weights',
-           'check_increasing', 'check_choice']
+           'check_increasing', 'check_choice', 'check_flag', 'check_integer', 'check_real', 'check_seed']
 
 # %% ../nbs/00_core.ipynb #66ae728e
 def _cache_probe(): return 0
@@ -55,20 +56,35 @@ def _first_nonfinite(a) -> int:
 
 # %% ../nbs/00_core.ipynb #429c8f9f
 def not_finite_error(name, arr, index) -> ValueError:
-    "The ValueError for a non-finite `arr[index]`, naming the argument `name`, the value and its index."
-    return ValueError(f"`{name}` must be finite (no NaN or inf), found {arr[index]} at index {index}")
+    """The ValueError for a non-finite `arr[index]`, naming the argument `name`, the value and its index (an index
+    that `arr` does not have is reported without a value, never as an IndexError of its own)."""
+    arr = np.asarray(arr)
+    try: value = f"{arr.reshape(-1)[operator.index(index)]} "
+    except (IndexError, TypeError): value = "a non-finite value "
+    return ValueError(f"`{name}` must be finite (no NaN or inf), found {value}at index {index}")
 
 # %% ../nbs/00_core.ipynb #c2884970
 def _is_sparse(a) -> bool:
     "Is `a` a SciPy sparse matrix or array? Checked by its class's module, without importing SciPy."
     return type(a).__module__.startswith('scipy.sparse')
 
+def _asarray(a, name: str) -> np.ndarray:
+    "`np.asarray(a)`, with NumPy's own conversion errors (ragged nesting, unconvertible objects) naming `name`."
+    try: return np.asarray(a)
+    except ValueError as err:
+        if 'inhomogeneous' in str(err) or 'sequence' in str(err):
+            raise ValueError(f"`{name}` is ragged: its nested sequences have different lengths, so it is not an "
+                             "array") from None
+        raise ValueError(f"`{name}` cannot be converted to an array: {err}") from None
+    except TypeError as err:
+        raise TypeError(f"`{name}` cannot be converted to an array: {err}") from None
+
 def as_real_array(a, name: str) -> np.ndarray:
     "`a` as a NumPy array of booleans, integers or floats (any shape; object arrays of real numbers converted)."
     if _is_sparse(a):
         raise TypeError(f"`{name}` is a sparse {type(a).__name__}: sparse input is not supported; pass a dense array "
                         f"(e.g. `{name}.toarray()`)")
-    arr = np.asarray(a)
+    arr = _asarray(a, name)
     if arr.dtype == object and all(isinstance(v, (Real, Decimal)) for v in arr.flat):
         arr = arr.astype(np.float64)
     if arr.dtype.kind not in 'biuf':
@@ -146,6 +162,55 @@ def check_choice(value, name: str, choices) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
+
+# %% ../nbs/00_core.ipynb #5a7e0c3d
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+def check_flag(value, name: str, *, allow_none: bool = False) -> bool | None:
+    "`value` as a bool (None too where `allow_none`); anything else, a string such as 'False' included, is a TypeError."
+    if isinstance(value, (bool, np.bool_)): return bool(value)
+    if allow_none and value is None: return None
+    raise TypeError(f"`{name}` must be True{', False or None' if allow_none else ' or False'}, got {value!r}")
+
+def check_integer(value, name: str, *, low: int | None = 1, high: int | None = _INT64_MAX) -> int:
+    "`value` as a Python int in [low, high] (None: unbounded); booleans and floats are a TypeError."
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an integer, got {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer of at least {low}")
+        raise ValueError(f"`{name}` must be {what}, got {value}")
+    if high is not None and value > high:
+        bound = "2**63 - 1 (NumPy's largest int64)" if high == _INT64_MAX else f"{high}"
+        raise ValueError(f"`{name}` must be an integer of at most {bound}, got {value}")
+    return value
+
+def check_real(value, name: str, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False) -> float:
+    "`value` as a finite float within the bounds (each closed unless `*_open`); booleans and non-numbers: TypeError."
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+        raise TypeError(f"`{name}` must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value): raise ValueError(f"`{name}` must be finite, got {value}")
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if too_low or too_high:
+        left = '(' if low_open or low is None else '['
+        right = ')' if high_open or high is None else ']'
+        span = f"{left}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{right}"
+        raise ValueError(f"`{name}` must lie in {span}, got {value}")
+    return value
+
+def check_seed(seed, name: str = 'seed') -> np.random.Generator:
+    "A NumPy Generator from None, a non-negative integer, a SeedSequence, a BitGenerator or a Generator."
+    if isinstance(seed, np.random.Generator): return seed
+    ok = (seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator))
+          or (isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)) and seed >= 0))
+    if not ok:
+        raise (ValueError if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_))
+               else TypeError)(f"`{name}` must be None, a non-negative integer, or a NumPy SeedSequence, "
+                               f"BitGenerator or Generator, got {seed!r}")
+    return np.random.default_rng(seed)
 
 # %% ../nbs/00_core.ipynb #b62adc14
 @njit(cache=True, inline='always')

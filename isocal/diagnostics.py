@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import as_float_array, check_choice, check_same_length, check_weights
-from .metrics import _check_labels, _check_level, _check_probabilities, _unit_scale, brier_score, log_loss
+from .core import (as_float_array, check_choice, check_flag, check_integer, check_real, check_same_length,
+                         check_seed, check_weights)
+from .metrics import _ORDER, _check_labels, _check_level, _check_probabilities, _unit_scale, brier_score, log_loss
 from .fit import _fit_staircase
 
 # %% auto #0
@@ -22,23 +23,33 @@ __all__ = ['SCORES', 'BANDS', 'corp_recalibrate', 'ScoreDecomposition', 'score_d
            'quantile_recalibrate', 'quantile_decomposition', 'quantile_reliability_diagram']
 
 # %% ../nbs/12_diagnostics.ipynb #675fdd9d
-def _inputs(p, y, sample_weight, p_name: str = "p"):
-    "Validated `(p, y, sample_weight)`: probabilities in [0, 1], labels 0/1, equal lengths, weights or None."
-    p = _check_probabilities(p, p_name)
-    y = _check_labels(y, "y")
-    n = check_same_length(**{p_name: p, "y": y})
+def _inputs(y_true, y_proba, sample_weight, p_name: str = "y_proba"):
+    """Validated `(p, y, sample_weight)` from the user's `(y_true, y_proba, sample_weight)`: labels 0/1 (checked first,
+    so probabilities passed as labels are named as a swap), probabilities in [0, 1], equal lengths, weights or None."""
+    y = _check_labels(y_true, "y_true")
+    p = _check_probabilities(y_proba, p_name)
+    n = check_same_length(**{"y_true": y, p_name: p})
     return p, y, check_weights(sample_weight, n, "sample_weight")
 
 # %% ../nbs/12_diagnostics.ipynb #9b7d6903
+def _group_scaled(w, groups):
+    """The weights each scaled by the power of two that puts the largest weight of its group in [1/2, 1) (exact): a
+    group's ratios are unchanged, and its sums neither overflow nor vanish, whatever the other groups weigh (one
+    global scale would turn a group of weights 1e-300 beside weights 1e300 into zeros, and 0/0)."""
+    top = np.zeros(int(groups.max()) + 1 if groups.size else 0)
+    np.maximum.at(top, groups, w)
+    return np.ldexp(w, -np.frexp(top)[1][groups])
+
+
 def _frequencies(y, w, groups):
     """Weighted frequency of label 1 in each group (`groups` numbers the samples' groups from 0).
 
-    One fixed recipe, whatever produced the groups: sums in sample order (`bincount`), weights first scaled by a power of
-    two (exact; no overflow or subnormal loss). The same samples in the same order give bit-identical frequencies, so
+    One fixed recipe, whatever produced the groups: sums in sample order (`bincount`), each group's weights first
+    scaled by a power of two (`_group_scaled`: exact; no overflow or subnormal loss). The same samples in the same order give bit-identical frequencies, so
     recalibrating a recalibrated forecast reproduces it exactly, and a single block equals the base rate exactly.
     The numerator's partial sums never exceed the denominator's (same terms, some replaced by 0), so each is in [0, 1]."""
     if w is None: return np.bincount(groups, y) / np.bincount(groups)
-    w = _unit_scale(w)
+    w = _group_scaled(w, groups)
     return np.bincount(groups, w * y) / np.bincount(groups, w)
 
 
@@ -54,25 +65,25 @@ def _recalibrate(p, y, w):
     return p_hat
 
 
-def corp_recalibrate(p, y, sample_weight=None) -> np.ndarray:
-    """CORP recalibration: the isotonic regression of the labels `y` on the forecasts `p`.
+def corp_recalibrate(y_true, y_proba, *, sample_weight=None) -> np.ndarray:
+    """CORP recalibration: the isotonic regression of the labels `y_true` on the forecasts `y_proba`.
 
     Parameters
     ----------
-    p : array-like of shape (n,)
-        Forecast probabilities of the label 1, each in [0, 1].
-    y : array-like of shape (n,)
-        Observed labels, each 0 or 1.
+    y_true : array-like of shape (n,)
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: probabilities of the label 1, each in [0, 1].
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
 
     Returns
     -------
     numpy.ndarray
-        The recalibrated probabilities p̂, in the order of `p`: non-decreasing in `p`, equal for equal forecasts,
-        each the weighted frequency of label 1 in its PAV block.
+        The recalibrated probabilities p̂, in the order of `y_proba`: non-decreasing in `y_proba`, equal for equal
+        forecasts, each the weighted frequency of label 1 in its PAV block.
     """
-    p, y, w = _inputs(p, y, sample_weight)
+    p, y, w = _inputs(y_true, y_proba, sample_weight)
     return _recalibrate(p, y, w)
 
 # %% ../nbs/12_diagnostics.ipynb #9e14cfb8
@@ -90,9 +101,9 @@ class ScoreDecomposition:
 
 
 def _mean_score(score, y, q, w) -> float:
-    "Mean Brier score, or log loss in nats, of forecasts `q` for labels `y`."
+    "Mean Brier score, or exact (unclipped) log loss in nats, of forecasts `q` for labels `y`."
     if score == "brier": return brier_score(y, q, sample_weight=w)
-    return log_loss(y, q, sample_weight=w, base=math.e)
+    return log_loss(y, q, sample_weight=w, base=math.e, eps=0)
 
 
 def _on_common_grid(values):
@@ -112,29 +123,29 @@ def _decompose(p, y, w, score) -> ScoreDecomposition:
     return ScoreDecomposition(score=s_p, mcb=s_p - s_hat, dsc=s_bar - s_hat, unc=s_bar, score_name=score)
 
 
-def score_decomposition(p, y, score: str = "brier", sample_weight=None) -> ScoreDecomposition:
-    """CORP decomposition of the mean score of forecasts `p`: `score = mcb - dsc + unc`.
+def score_decomposition(y_true, y_proba, *, score: str = "brier", sample_weight=None) -> ScoreDecomposition:
+    """CORP decomposition of the mean score of forecasts `y_proba`: `score = mcb - dsc + unc`.
 
     Parameters
     ----------
-    p : array-like of shape (n,)
-        Forecast probabilities of the label 1, each in [0, 1].
-    y : array-like of shape (n,)
-        Observed labels, each 0 or 1.
+    y_true : array-like of shape (n,)
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: probabilities of the label 1, each in [0, 1].
     score : {"brier", "log"}, default "brier"
-        The proper score: the mean of `(y - p)**2`, or the log loss in nats.
+        The proper score: the mean of `(y_true - y_proba)**2`, or the exact (unclipped) log loss in nats.
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
 
     Returns
     -------
     ScoreDecomposition
-        `score` = S̄(p), `mcb` = S̄(p) − S̄(p̂) ≥ 0, `dsc` = S̄(p̄) − S̄(p̂) ≥ 0, `unc` = S̄(p̄), with p̂ the CORP
+        With p = `y_proba`: `score` = S̄(p), `mcb` = S̄(p) − S̄(p̂) ≥ 0, `dsc` = S̄(p̄) − S̄(p̂) ≥ 0, `unc` = S̄(p̄), with p̂ the CORP
         recalibration and p̄ the weighted base rate. The three means are rounded to a common grid of one ulp of the
         largest, so `score == mcb - dsc + unc` holds exactly. A log loss that is infinite (a forecast of 0 or 1
         contradicted by a label of positive weight) gives `score = mcb = inf`.
     """
-    p, y, w = _inputs(p, y, sample_weight)
+    p, y, w = _inputs(y_true, y_proba, sample_weight)
     return _decompose(p, y, w, check_choice(score, "score", SCORES))
 
 # %% ../nbs/12_diagnostics.ipynb #4b424df3
@@ -147,10 +158,8 @@ class MiscalibrationTest:
 
 
 def _check_count(value, name: str) -> int:
-    "A positive integer option, or an error naming it."
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-    return int(value)
+    "A positive integer option, or an error naming it (`isocal.core.check_integer`)."
+    return check_integer(value, name)
 
 
 def _progress(iterable, show, work: float, desc: str):
@@ -166,37 +175,38 @@ def _null_labels(p, rng):
     return (rng.random(p.shape[0]) < p).astype(float)
 
 
-def miscalibration_test(p, y, *, score: str = "brier", sample_weight=None, n_resamples: int = 1000, seed=None,
-                        progress: bool | None = None) -> MiscalibrationTest:
-    """Test the null hypothesis that `p` is calibrated, with the CORP miscalibration MCB as the statistic.
+def miscalibration_test(y_true, y_proba, *, score: str = "brier", sample_weight=None, n_resamples: int = 1000,
+                        seed=None, progress: bool | None = None) -> MiscalibrationTest:
+    """Test the null hypothesis that `y_proba` is calibrated, with the CORP miscalibration MCB as the statistic.
 
     Parameters
     ----------
-    p : array-like of shape (n,)
-        Forecast probabilities of the label 1, each in [0, 1].
-    y : array-like of shape (n,)
-        Observed labels, each 0 or 1.
+    y_true : array-like of shape (n,)
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: probabilities of the label 1, each in [0, 1].
     score : {"brier", "log"}, default "brier"
         The proper score whose MCB is the statistic.
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
     n_resamples : int, default 1000
         Number of label vectors drawn under the null.
-    seed : int, numpy.random.Generator or None
-        Seed of the resampling.
+    seed : None, int >= 0, numpy SeedSequence, BitGenerator or Generator
+        Seed of the resampling (`isocal.core.check_seed`).
     progress : bool or None
         Show a progress bar; None shows one only for long runs (`n_resamples * n` of 5 million or more).
 
     Returns
     -------
     MiscalibrationTest
-        `statistic` (the MCB of `p`), `pvalue` = (1 + #{MCB* >= MCB}) / (1 + n_resamples) over resampled labels
-        y* ~ Bernoulli(p), and `null_statistics` (the MCB* values).
+        `statistic` (the MCB of `y_proba`), `pvalue` = (1 + #{MCB* >= MCB}) / (1 + n_resamples) over resampled
+        labels y* ~ Bernoulli(y_proba), and `null_statistics` (the MCB* values).
     """
-    p, y, w = _inputs(p, y, sample_weight)
+    p, y, w = _inputs(y_true, y_proba, sample_weight)
     score = check_choice(score, "score", SCORES)
     n_resamples = _check_count(n_resamples, "n_resamples")
-    rng = np.random.default_rng(seed)
+    progress = check_flag(progress, "progress", allow_none=True)
+    rng = check_seed(seed)
     mcb = _decompose(p, y, w, score).mcb
     null = np.array([_decompose(p, _null_labels(p, rng), w, score).mcb for _ in
                      _progress(range(n_resamples), progress, n_resamples * len(p), "miscalibration test")])
@@ -219,14 +229,15 @@ def _pointwise(curves, level):
     return tuple(np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0))
 
 
-def consistency_band(p, sample_weight=None, *, level: float = 0.9, method: str = "resampling",
+def consistency_band(y_proba, *, sample_weight=None, level: float = 0.9, method: str = "resampling",
                      n_resamples: int = 1000, seed=None):
     """Where the CORP curve of a calibrated forecast would lie: a pointwise band at each distinct forecast.
 
     Parameters
     ----------
-    p : array-like of shape (n,)
-        Forecast probabilities of the label 1, each in [0, 1].
+    y_proba : array-like of shape (n,)
+        The forecasts: probabilities of the label 1, each in [0, 1] (no labels: the band is what labels drawn from
+        the forecasts themselves would give).
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
     level : float, default 0.9
@@ -240,7 +251,7 @@ def consistency_band(p, sample_weight=None, *, level: float = 0.9, method: str =
         else "chernoff".
     n_resamples : int, default 1000
         Label vectors drawn for "resampling".
-    seed : int, numpy.random.Generator or None
+    seed : None, int >= 0, numpy SeedSequence, BitGenerator or Generator
         Seed of the resampling.
 
     Returns
@@ -248,7 +259,7 @@ def consistency_band(p, sample_weight=None, *, level: float = 0.9, method: str =
     x, lower, upper : numpy.ndarray
         The distinct forecasts in increasing order and the band at each.
     """
-    p = _check_probabilities(p, "p")
+    p = _check_probabilities(y_proba, "y_proba")
     w = check_weights(sample_weight, len(p), "sample_weight")
     level = _check_level(level, "level")
     method = check_choice(method, "method", BANDS)
@@ -257,7 +268,7 @@ def consistency_band(p, sample_weight=None, *, level: float = 0.9, method: str =
         method = "normal" if len(p) >= _REPEATS_FOR_NORMAL * len(np.unique(p)) else "chernoff"
     if method == "normal": return _asymptotic_band(p, w, level)
     if method == "chernoff": return _chernoff_band(p, w, level)
-    rng = np.random.default_rng(seed)
+    rng = check_seed(seed)
     curves = [_at_distinct(p, _recalibrate(p, _null_labels(p, rng), w))[1] for _ in range(n_resamples)]
     return (np.unique(p),) + _pointwise(np.array(curves), level)
 
@@ -266,24 +277,24 @@ def _asymptotic_band(p, w, level):
     "x ± z·sqrt(x(1 − x)/n_x) at the distinct forecasts x, n_x their (effective) count, clipped to [0, 1]."
     from statistics import NormalDist
     x, inverse = np.unique(p, return_inverse=True)
-    w = _effective_weights(p, w)[0]
+    w = np.ones_like(p) if w is None else _group_scaled(w, inverse)     # each forecast's weights on their own scale
     n_x = np.bincount(inverse, w) ** 2 / np.maximum(np.bincount(inverse, w * w), np.finfo(float).tiny)
     half = NormalDist().inv_cdf((1 + level) / 2) * np.sqrt(x * (1 - x) / np.maximum(n_x, 1e-300))
     return x, np.clip(x - half, 0.0, 1.0), np.clip(x + half, 0.0, 1.0)
 
 
-def confidence_band(p, y, sample_weight=None, *, level: float = 0.9, n_resamples: int = 1000, seed=None):
-    """Bootstrap confidence band for the CORP recalibration curve: (p, y) pairs resampled with replacement.
+def confidence_band(y_true, y_proba, *, sample_weight=None, level: float = 0.9, n_resamples: int = 1000, seed=None):
+    """Bootstrap confidence band for the CORP recalibration curve: (label, forecast) pairs resampled with replacement.
 
     Parameters
     ----------
-    p, y, sample_weight
-        As in `corp_recalibrate`.
+    y_true, y_proba, sample_weight
+        As in `corp_recalibrate`: the observed labels first, then the forecast probabilities.
     level : float, default 0.9
         Pointwise coverage, in (0, 1).
     n_resamples : int, default 1000
         Bootstrap resamples.
-    seed : int, numpy.random.Generator or None
+    seed : None, int >= 0, numpy SeedSequence, BitGenerator or Generator
         Seed of the resampling.
 
     Returns
@@ -291,10 +302,10 @@ def confidence_band(p, y, sample_weight=None, *, level: float = 0.9, n_resamples
     x, lower, upper : numpy.ndarray
         The distinct forecasts in increasing order and the pointwise band of the recalibrated value at each.
     """
-    p, y, w = _inputs(p, y, sample_weight)
+    p, y, w = _inputs(y_true, y_proba, sample_weight)
     level = _check_level(level, "level")
     n_resamples = _check_count(n_resamples, "n_resamples")
-    rng = np.random.default_rng(seed)
+    rng = check_seed(seed)
     x, curves = np.unique(p), []
     while len(curves) < n_resamples:
         i = rng.integers(0, len(p), len(p))
@@ -344,7 +355,8 @@ def _chernoff_band(p, w, level):
 def _check_probs(probs, arg: str = "probs") -> dict:
     "The `{name: forecasts}` mapping of a diagram function, or an error naming the argument `arg`."
     if not isinstance(probs, Mapping) or not probs:
-        raise TypeError(f"`{arg}` must be a non-empty mapping from name to forecasts, got {type(probs).__name__}")
+        hint = f"; {_ORDER}" if isinstance(probs, np.ndarray) else ""
+        raise TypeError(f"`{arg}` must be a non-empty mapping from name to forecasts, got {type(probs).__name__}{hint}")
     return dict(probs)
 
 
@@ -352,11 +364,12 @@ def _panel(ax, name, p, y, w, *, score, level, consistency, confidence, n_resamp
     "One forecast's CORP curve, bands, histogram and decomposition on `ax`."
     x, p_hat = _at_distinct(p, _recalibrate(p, y, w))
     if consistency is not None:
-        _, lo, hi = consistency_band(p, w, level=level, method=consistency, n_resamples=n_resamples, seed=rng)
+        _, lo, hi = consistency_band(p, sample_weight=w, level=level, method=consistency, n_resamples=n_resamples,
+                                     seed=rng)
         ax.fill_between(x, lo, hi, step="post", color="0.6", alpha=0.35, linewidth=0,
                         label=f"{level:.0%} consistency band")
     if confidence:
-        _, lo, hi = confidence_band(p, y, w, level=level, n_resamples=n_resamples, seed=rng)
+        _, lo, hi = confidence_band(y, p, sample_weight=w, level=level, n_resamples=n_resamples, seed=rng)
         ax.fill_between(x, lo, hi, step="post", color=color, alpha=0.2, linewidth=0,
                         label=f"{level:.0%} confidence band")
     ax.step(x, p_hat, where="post", color=color, label=f"{name} (CORP)")
@@ -368,15 +381,15 @@ def _panel(ax, name, p, y, w, *, score, level, consistency, confidence, n_resamp
     hist.set(xlim=(0, 1), xticks=[], yticks=[])
 
 
-def corp_reliability_diagram(y, probs, *, sample_weight=None, score: str = "brier", level: float = 0.9,
+def corp_reliability_diagram(y_true, probs, *, sample_weight=None, score: str = "brier", level: float = 0.9,
                              consistency: str | None = "resampling", confidence: bool = True,
                              n_resamples: int = 200, seed=0, overlay: bool = False, panel_size: float = 4.0):
     """CORP reliability diagrams of several forecasts of the same labels, one panel each (or overlaid).
 
     Parameters
     ----------
-    y : array-like of shape (n,)
-        Observed labels, each 0 or 1.
+    y_true : array-like of shape (n,)
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
     probs : Mapping[str, array-like]
         Forecast probabilities of the label 1 for each forecaster, each of shape (n,).
     sample_weight : array-like of shape (n,), optional
@@ -391,12 +404,12 @@ def corp_reliability_diagram(y, probs, *, sample_weight=None, score: str = "brie
         Draw the bootstrap confidence band of the recalibration curve (see `confidence_band`).
     n_resamples : int, default 200
         Resamples for each band.
-    seed : int, numpy.random.Generator or None, default 0
+    seed : None, int >= 0, numpy SeedSequence, BitGenerator or Generator, default 0
         Seed of the resampling (the default makes the figure reproducible).
     overlay : bool, default False
         Draw all forecasts in one panel (bands and decomposition of the first only) instead of one panel each.
     panel_size : float, default 4.0
-        Width and height of each panel in inches.
+        Width and height of each panel in inches (a positive number).
 
     Returns
     -------
@@ -404,17 +417,20 @@ def corp_reliability_diagram(y, probs, *, sample_weight=None, score: str = "brie
         The figure; `fig.axes` holds the panels (and their histogram insets).
     """
     probs = _check_probs(probs)
-    y = _check_labels(y, "y")
+    y = _check_labels(y_true, "y_true")
     w = check_weights(sample_weight, len(y), "sample_weight")
     score, level = check_choice(score, "score", SCORES), _check_level(level, "level")
     if consistency is not None: check_choice(consistency, "consistency", BANDS)
     n_resamples = _check_count(n_resamples, "n_resamples")
-    forecasts = {name: _inputs(p, y, w, p_name=f"probs[{name!r}]")[0] for name, p in probs.items()}
+    confidence, overlay = check_flag(confidence, "confidence"), check_flag(overlay, "overlay")
+    panel_size = check_real(panel_size, "panel_size", low=0.0, low_open=True)
+    seed = check_seed(seed)
+    forecasts = {name: _inputs(y, p, w, p_name=f"probs[{name!r}]")[0] for name, p in probs.items()}
     import matplotlib.pyplot as plt  # lazily: matplotlib would double the import time of isocal.diagnostics
 
     n_panels = 1 if overlay else len(forecasts)
     fig, axes = plt.subplots(1, n_panels, figsize=(panel_size * n_panels, panel_size), squeeze=False)
-    rng = np.random.default_rng(seed)
+    rng = seed
     for k, (name, p) in enumerate(forecasts.items()):
         ax = axes[0, 0 if overlay else k]
         first = not overlay or k == 0
@@ -430,11 +446,11 @@ def corp_reliability_diagram(y, probs, *, sample_weight=None, score: str = "brie
     return fig
 
 # %% ../nbs/12_diagnostics.ipynb #9917c1ed
-def _quantile_inputs(q, y, tau, sample_weight, q_name: str = "q"):
-    "Validated `(q, y, sample_weight, Quantile(tau))`: finite forecasts and outcomes of equal length."
+def _quantile_inputs(y_true, y_pred, tau, sample_weight, q_name: str = "y_pred"):
+    "Validated `(q, y, sample_weight, Quantile(tau))` from the user's outcomes `y_true` and forecasts `y_pred`."
     from isocal.convex import Quantile
-    q, y = as_float_array(q, q_name, allow_empty=False), as_float_array(y, "y", allow_empty=False)
-    n = check_same_length(**{q_name: q, "y": y})
+    y, q = as_float_array(y_true, "y_true", allow_empty=False), as_float_array(y_pred, q_name, allow_empty=False)
+    n = check_same_length(**{"y_true": y, q_name: q})
     return q, y, check_weights(sample_weight, n, "sample_weight"), Quantile(tau)
 
 
@@ -444,27 +460,28 @@ def _quantile_recalibrate(q, y, w, loss):
     return _fit_staircase(q, y, w, True, "secondary", loss).fitted
 
 
-def quantile_recalibrate(q, y, tau, sample_weight=None) -> np.ndarray:
-    """CORP recalibration of τ-quantile forecasts `q`: the isotonic τ-quantile regression of `y` on `q`.
+def quantile_recalibrate(y_true, y_pred, tau, *, sample_weight=None) -> np.ndarray:
+    """CORP recalibration of τ-quantile forecasts `y_pred`: the isotonic τ-quantile regression of `y_true` on them.
 
     Parameters
     ----------
-    q : array-like of shape (n,)
-        Finite forecasts of the τ-quantile of each outcome.
-    y : array-like of shape (n,)
-        Finite outcomes.
+    y_true : array-like of shape (n,)
+        The observations: finite outcomes (first, as in `sklearn.metrics.mean_pinball_loss(y_true, y_pred)`).
+    y_pred : array-like of shape (n,)
+        The forecasts: finite forecasts of the τ-quantile of each outcome. (A swap with `y_true` cannot be detected,
+        both being real numbers: mind the order.)
     tau : float
-        The quantile level, in (0, 1).
+        The quantile level, in (0, 1) (`alpha` of `mean_pinball_loss`).
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
 
     Returns
     -------
     numpy.ndarray
-        The recalibrated forecasts q̂ in the order of `q`: non-decreasing in `q`, equal for equal forecasts, each the
-        lower weighted τ-quantile of the outcomes in its block (the smallest optimum; see `isocal.quantile`).
+        The recalibrated forecasts q̂ in the order of `y_pred`: non-decreasing in `y_pred`, equal for equal forecasts,
+        each the lower weighted τ-quantile of the outcomes in its block (the smallest optimum; see `isocal.quantile`).
     """
-    q, y, w, loss = _quantile_inputs(q, y, tau, sample_weight)
+    q, y, w, loss = _quantile_inputs(y_true, y_pred, tau, sample_weight)
     return _quantile_recalibrate(q, y, w, loss)
 
 
@@ -476,22 +493,22 @@ def _mean_pinball(y, q, w, tau) -> float:
     return math.fsum(terms * w) / math.fsum(w)
 
 
-def quantile_decomposition(q, y, tau, sample_weight=None) -> ScoreDecomposition:
-    """CORP decomposition of the mean pinball score of τ-quantile forecasts `q`: `score = mcb - dsc + unc`.
+def quantile_decomposition(y_true, y_pred, tau, *, sample_weight=None) -> ScoreDecomposition:
+    """CORP decomposition of the mean pinball score of τ-quantile forecasts `y_pred`: `score = mcb - dsc + unc`.
 
     Parameters
     ----------
-    q, y, tau, sample_weight
-        As in `quantile_recalibrate`.
+    y_true, y_pred, tau, sample_weight
+        As in `quantile_recalibrate`: the outcomes first, then the forecasts.
 
     Returns
     -------
     ScoreDecomposition
-        `score` = S̄(q), `mcb` = S̄(q) − S̄(q̂) ≥ 0, `dsc` = S̄(q̄) − S̄(q̂) ≥ 0, `unc` = S̄(q̄), with S̄ the weighted mean
+        With q = `y_pred`: `score` = S̄(q), `mcb` = S̄(q) − S̄(q̂) ≥ 0, `dsc` = S̄(q̄) − S̄(q̂) ≥ 0, `unc` = S̄(q̄), with S̄ the weighted mean
         pinball score, q̂ the recalibration and q̄ the lower weighted τ-quantile of all outcomes; rounded to a common
         grid as in `score_decomposition`, so the identity holds exactly. `score_name` is "pinball(τ)".
     """
-    q, y, w, loss = _quantile_inputs(q, y, tau, sample_weight)
+    q, y, w, loss = _quantile_inputs(y_true, y_pred, tau, sample_weight)
     return _quantile_decompose(q, y, w, loss)
 
 
@@ -504,13 +521,13 @@ def _quantile_decompose(q, y, w, loss) -> ScoreDecomposition:
                               score_name=f"pinball({loss.tau:g})")
 
 # %% ../nbs/12_diagnostics.ipynb #8ae4c006
-def quantile_reliability_diagram(y, forecasts, tau, *, sample_weight=None, panel_size: float = 4.0):
+def quantile_reliability_diagram(y_true, forecasts, tau, *, sample_weight=None, panel_size: float = 4.0):
     """Quantile reliability diagrams (CORP) of several τ-quantile forecasts of the same outcomes, one panel each.
 
     Parameters
     ----------
-    y : array-like of shape (n,)
-        Finite outcomes.
+    y_true : array-like of shape (n,)
+        The observations: finite outcomes (first, as in scikit-learn's metrics).
     forecasts : Mapping[str, array-like]
         Forecasts of the τ-quantile of each outcome, for each forecaster, each of shape (n,).
     tau : float
@@ -518,7 +535,7 @@ def quantile_reliability_diagram(y, forecasts, tau, *, sample_weight=None, panel
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
     panel_size : float, default 4.0
-        Width and height of each panel in inches.
+        Width and height of each panel in inches (a positive number).
 
     Returns
     -------
@@ -527,7 +544,8 @@ def quantile_reliability_diagram(y, forecasts, tau, *, sample_weight=None, panel
         the pinball decomposition. Points of the curve below the diagonal: the forecast is too high there.
     """
     forecasts = _check_probs(forecasts, "forecasts")
-    checked = {name: _quantile_inputs(q, y, tau, sample_weight, q_name=f"forecasts[{name!r}]")
+    panel_size = check_real(panel_size, "panel_size", low=0.0, low_open=True)
+    checked = {name: _quantile_inputs(y_true, q, tau, sample_weight, q_name=f"forecasts[{name!r}]")
                for name, q in forecasts.items()}
     import matplotlib.pyplot as plt  # lazily, as in corp_reliability_diagram
 

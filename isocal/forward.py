@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .core import _violates, as_float_array, check_choice, check_same_length
+from .core import _violates, as_float_array, check_choice, check_flag, check_integer, check_same_length, check_seed
 from .pava import isotonic_regression
 
 # %% auto #0
@@ -41,11 +41,8 @@ def _scalar(value, name):
     return float(value)
 
 def _check_count(value, name):
-    "A positive integer (bools and floats refused: a count is not a measurement)."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be a positive integer, got {value!r}")
-    if value < 1: raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-    return int(value)
+    "A positive integer that fits NumPy's int64 (bools and floats refused: a count is not a measurement)."
+    return check_integer(value, name, low=1)
 
 def _check_unit(value, name):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -143,7 +140,7 @@ def _check_data(x, y):
     return x, y
 
 def _progress(iterable, progress, desc, total=None):
-    if not progress: return iterable
+    if not check_flag(progress, 'progress'): return iterable
     from tqdm.auto import tqdm
     return tqdm(iterable, desc=desc, total=total)
 
@@ -207,7 +204,9 @@ def _pool_around(s0, w0, P, Q, pre, suf):
     or the next prefix block's mean ≤ the pooled mean (block means decrease leftwards: the test is monotone in a);
     g(b+1) ≥ g(b) exactly when suffix block b+1 has mean ≥ g(b), monotone in b too. Both searches are exponential then
     binary, each written as one loop with one test: the outer loop runs the inner search for every probe of b, and
-    a last time for the b found, with its exact sum (directly for a few blocks, else from the compensated totals)."""
+    a last time for the b found, with its exact sum (directly for a few blocks, else from the compensated totals).
+    Every difference of running totals is taken before it meets the middle group's (S, W): a middle group much
+    lighter than the totals (Heavy-γ with a tiny c alone at its x) would otherwise vanish in (W + total) - total."""
     lo, hi, step, gallop = -1, Q, 1, True         # b = lo does not stop, b = hi does (b = Q always: never tested)
     while True:
         done = hi - lo <= 1
@@ -225,8 +224,8 @@ def _pool_around(s0, w0, P, Q, pre, suf):
                 b = lo + step
                 if b >= hi: gallop = False
             if not gallop: b = (lo + hi) // 2
-            S = s0 + suf[Q, _CS] - suf[Q - b, _CS]
-            W = w0 + suf[Q, _CW] - suf[Q - b, _CW]
+            S = s0 + (suf[Q, _CS] - suf[Q - b, _CS])
+            W = w0 + (suf[Q, _CW] - suf[Q - b, _CW])
         alo, ahi, astep, agallop = -1, P, 1, True  # a for (S, W): the same search over the prefix
         while ahi - alo > 1:
             if agallop:
@@ -234,7 +233,7 @@ def _pool_around(s0, w0, P, Q, pre, suf):
                 if a >= ahi: agallop = False
             if not agallop: a = (alo + ahi) // 2
             k = P - a - 1
-            if pre[k, _SUM] * (W + pre[P, _CW] - pre[P - a, _CW]) <= (S + pre[P, _CS] - pre[P - a, _CS]) * pre[k, _WT]:
+            if pre[k, _SUM] * (W + (pre[P, _CW] - pre[P - a, _CW])) <= (S + (pre[P, _CS] - pre[P - a, _CS])) * pre[k, _WT]:
                 ahi, agallop = a, False
             else:
                 alo = a
@@ -242,7 +241,7 @@ def _pool_around(s0, w0, P, Q, pre, suf):
         a = ahi
         if done: break
         k = Q - b - 1
-        if suf[k, _SUM] * (W + pre[P, _CW] - pre[P - a, _CW]) >= (S + pre[P, _CS] - pre[P - a, _CS]) * suf[k, _WT]:
+        if suf[k, _SUM] * (W + (pre[P, _CW] - pre[P - a, _CW])) >= (S + (pre[P, _CS] - pre[P - a, _CS])) * suf[k, _WT]:
             hi, gallop = b, False
         else:
             lo = b
@@ -331,15 +330,22 @@ def _loo_kernel(ys, gstart, c, gamma, shift, need_01, need_heavy, need_int, grp,
 
 # %% ../nbs/05_forward.ipynb #424015fc
 _NEEDS = {"ir-int": (False, False, True), "heavy": (False, True, False)}
+_PREDICTIONS, _LOSSES = (0, 1, 4, 5), (2, 3, 6, 7)      # rows of the table: fitted values, and losses (LSM's gains)
 
-def _loo_sorted(x, y, c, gamma, needs):
-    "The kernel's table (rows ŷ⁰, ŷ¹, L₀*, L₁*, Heavy-γ, IR-Int, L*(D₋ᵢ), LSM) in the original order of the points."
+def _loo_sorted(x, y, c, gamma, needs, shifted=True):
+    """The kernel's table (rows ŷ⁰, ŷ¹, L₀*, L₁*, Heavy-γ, IR-Int, L*(D₋ᵢ), LSM) in the original order of the points.
+
+    `shifted`: the kernel runs on the labels minus their mean, so that the losses cancel only the labels' spread.
+    The fitted values of such a run are shifted back (S/W + ȳ), which costs them their relative accuracy near 0,
+    and its pooling decisions compare shifted sums, in which a tiny plugged-in weight (Heavy-γ's c) can vanish: the
+    fitted values, and the decisions they rest on, come from a run on the labels as they are (`shifted=False`),
+    whose sums of 0/1 labels are exact integers."""
     presorted = bool(np.all(x[1:] >= x[:-1]))
     order = None if presorted else np.argsort(x, kind='stable')
     xs, ys = (x, y) if presorted else (x[order], y[order])
     gstart = np.concatenate(([0], np.flatnonzero(xs[1:] != xs[:-1]) + 1, [len(x)])).astype(np.intp)
     out = np.empty((8, len(x)))                          # rows not asked for by `needs` stay unset
-    shift = float(np.mean(ys))                           # losses are then sums of squares about the labels' mean
+    shift = float(np.mean(ys)) if shifted else 0.0       # losses are then sums of squares about the labels' mean
     G = len(gstart) - 1
     _loo_kernel(ys - shift, gstart, c, gamma, shift, *needs, np.empty((G, 5)), np.empty((2, G + 1, 7)), out)
     if presorted: return out
@@ -369,16 +375,26 @@ def loo_predictions(x, y, method: str = "ir-int", *, c=None, gamma: float = 0.5,
     """
     x, y = _check_data(x, y)
     c, gamma, lam = _check_options(method, c, gamma, lam, len(x))
-    tab = _loo_sorted(x, y, c, gamma, _NEEDS.get(method, (True, False, False)))
+    # LSM comes from the two pooling gains, a difference of losses: the shifted run; the others from fitted values
+    tab = _loo_sorted(x, y, c, gamma, _NEEDS.get(method, (True, False, False)), shifted=method == "lsm")
     pred = _combine(method, tab[0], tab[1], tab[7], tab[4], tab[5], lam)
     return pred.copy() if pred.base is tab else pred     # a row alone: the caller must not keep all eight alive
 
+def _loo_table(x, y, c, gamma, needs):
+    """The full table: fitted values from the run on the labels as they are, losses (and LSM) from the shifted run
+    (see `_loo_sorted`); the losses' run skips Heavy-γ, which has no loss."""
+    tab = _loo_sorted(x, y, c, gamma, needs, shifted=False)
+    losses = _loo_sorted(x, y, c, gamma, (needs[0], False, needs[2]), shifted=True)
+    tab[list(_LOSSES)] = losses[list(_LOSSES)]
+    return tab
+
 def loo_all(x, y, *, c=None, gamma: float = 0.5, lam: float = 0.5) -> dict:
-    """All leave-one-out quantities from one pass: the predictions of every method (keys `METHODS`) and
-    "y0", "y1" (ŷ⁰, ŷ¹), "L0", "L1" (L₀*, L₁*), "L_minus" (L*(D₋ᵢ)), each an array over the points."""
+    """All leave-one-out quantities: the predictions of every method (keys `METHODS`) and "y0", "y1" (ŷ⁰, ŷ¹), "L0",
+    "L1" (L₀*, L₁*), "L_minus" (L*(D₋ᵢ)), each an array over the points. Two passes: the fitted values on the labels
+    as they are, the losses on the labels minus their mean (see `_loo_sorted`)."""
     x, y = _check_data(x, y)
     c, gamma, lam = _check_options("heavy", c, gamma, lam, len(x))
-    tab = _loo_sorted(x, y, c, gamma, (True, True, True))
+    tab = _loo_table(x, y, c, gamma, (True, True, True))
     res = {m: _combine(m, tab[0], tab[1], tab[7], tab[4], tab[5], lam) for m in METHODS}
     res.update(y0=tab[0], y1=tab[1], L0=tab[2], L1=tab[3], L_minus=tab[6])
     return res
@@ -415,9 +431,9 @@ def regret_increment(x, y, method: str = "ir-int", *, c=None, gamma: float = 0.5
     D of the first t points (Section 2). Lemma 2.1: r_t(D) ≤ `excess_loo`(D)."""
     x, y = _check_data(x, y)
     c, gamma, lam = _check_options(method, c, gamma, lam, len(x))
-    tab = _loo_sorted(x, y, c, gamma, (method not in _NEEDS, method == "heavy", True))
-    pred = _combine(method, tab[0], tab[1], tab[7], tab[4], tab[5], lam)
-    return float(np.mean((y - pred) ** 2 + tab[6]) - isotonic_loss(x, y))
+    pred = loo_predictions(x, y, method, c=c, gamma=gamma, lam=lam)
+    l_minus = _loo_sorted(x, y, c, gamma, (False, False, True))[6]       # L*(D₋ᵢ): the shifted run
+    return float(np.mean((y - pred) ** 2 + l_minus) - isotonic_loss(x, y))
 
 # %% ../nbs/05_forward.ipynb #c1edeb32
 class ForwardLearner:
@@ -457,10 +473,8 @@ class RegretResult(dict):
     def __dir__(self): return list(self.keys())
 
 def _rng(seed):
-    "`np.random.default_rng(seed)`, its errors naming `seed`."
-    try: return np.random.default_rng(seed)
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"`seed` must be None, a non-negative integer or a NumPy Generator/SeedSequence, got {seed!r}") from None
+    "A NumPy Generator from `seed`, checked by `isocal.core.check_seed` (a boolean is not a seed)."
+    return check_seed(seed, 'seed')
 
 def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None, c=None, gamma: float = 0.5,
                     lam: float = 0.5, progress: bool = True) -> RegretResult:
@@ -477,7 +491,7 @@ def simulate_regret(x, y, method: str = "ir-int", *, n_perm: int = 20, seed=None
     n_perm = _check_count(n_perm, 'n_perm')
     T, rng = len(x), _rng(seed)
     inc, r, loo = np.zeros((n_perm, T)), np.zeros((n_perm, T)), np.zeros((n_perm, T))
-    bar = _progress(None, progress, f"regret ({method})", total=n_perm * T) if progress else None
+    bar = _progress(None, progress, f"regret ({method})", total=n_perm * T) if check_flag(progress, 'progress') else None
     for p in range(n_perm):
         sigma = rng.permutation(T)
         xp, yp = x[sigma], y[sigma]

@@ -40,7 +40,9 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
     loss : "squared" (default), a strictly convex loss of `isocal.convex`, or `Quantile(tau)`, see `fit_staircase`.
 
     Rows with zero `sample_weight` are ignored, and a fit on a single distinct score predicts its level everywhere,
-    as in scikit-learn.
+    as in scikit-learn. Scores `X` of dtype float32 give float32 predictions, `X_thresholds_` and `y_thresholds_`, as
+    in scikit-learn (any other dtype gives float64); the fit itself is computed in float64 on the exact values and
+    rounded once, at the output (scikit-learn rounds `y` and the queries to float32 first).
     """
     def __init__(self, *, y_min=None, y_max=None, increasing=True, out_of_bounds='nan', ties='secondary',
                  interpolation='linear', loss='squared'):
@@ -50,7 +52,9 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
     def fit(self, X, y, sample_weight=None):
         "Fit on scores `X` (shape (n,) or (n, 1)) and targets `y`; returns self. Dask inputs: `isocal.distributed`."
         if any(is_dask_collection(a) for a in (X, y, sample_weight)): return self._fit_dask(X, y, sample_weight)
-        x = as_float_array(_as_column(X, 'X'), 'X', allow_empty=False)
+        x = _as_column(X, 'X')
+        out_dtype = np.float32 if x.dtype == np.float32 else np.float64     # scikit-learn keeps float32 scores
+        x = as_float_array(x, 'X', allow_empty=False)
         y = as_float_array(y, 'y', allow_empty=False)
         n = check_same_length(X=x, y=y)
         w = check_weights(sample_weight, n, 'sample_weight')
@@ -64,6 +68,7 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         lo, hi, levels, _ = _fit_blocks(x, y, w, 1.0 if inc else -1.0, self.ties, general, with_fitted=False)
         self._set_staircase(lo, hi, levels, inc)
         if self.interpolation in ('centered', 'strict'): self._set_rank_map(x, y, w)
+        self.X_thresholds_, self.y_thresholds_ = (a.astype(out_dtype, copy=False) for a in self.staircase_.knots())
         return self
 
     def _fit_dask(self, X, y, sample_weight):
@@ -126,7 +131,8 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         if not hasattr(self, 'staircase_'):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call `fit` first")
         if is_dask_collection(T): return predict_dask(self.staircase_, T)
-        return self.staircase_._evaluate(_as_column(T, 'T'), 'T')
+        out = self.staircase_._evaluate(_as_column(T, 'T'), 'T')     # the exact query, evaluated in float64
+        return out.astype(self.X_thresholds_.dtype, copy=False)       # then rounded once to the fit's dtype
 
     def transform(self, T) -> np.ndarray:
         "Same as `predict` (wrapped by scikit-learn's `set_output`)."
@@ -178,6 +184,11 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
                                         out_of_bounds=s.choice('out_of_bounds', tuple(_OOB)))
         self.increasing_ = self.staircase_.increasing
         self.X_min_, self.X_max_ = state.float('X_min_'), state.float('X_max_')
+        for key, value, end in (('X_min_', self.X_min_, float(self.staircase_.x_lo[0])),
+                                ('X_max_', self.X_max_, float(self.staircase_.x_hi[-1]))):
+            if value != end:            # the training range is the staircase's: a tampered or inconsistent file
+                state.fail(f"must equal the staircase's {'first' if key == 'X_min_' else 'last'} score {end!r}, "
+                           f"got {value!r}", state.path(key))
         self.X_thresholds_, self.y_thresholds_ = self.staircase_.knots()
         self.n_features_in_ = 1
         return self
@@ -186,6 +197,7 @@ class IsotonicCalibrator(Portable, RegressorMixin, TransformerMixin, BaseEstimat
         tags = super().__sklearn_tags__()
         tags.input_tags.one_d_array = True
         tags.input_tags.two_d_array = False
+        tags.transformer_tags.preserves_dtype = ['float64', 'float32']
         return tags
 
 # %% ../nbs/01a_isotonic.ipynb #d5b0d038

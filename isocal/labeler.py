@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import get_tags
 
-from .core import _as_column, as_float_array, as_real_array, check_same_length, check_weights
+from .core import _as_column, _asarray, as_float_array, as_real_array, check_same_length, check_weights
 from .portable import Fields, Portable, PortableError, encode_floats, encode_labels
 from .thresholds import optimal_thresholds, ordinal_scores, threshold_labels
 
@@ -22,14 +22,14 @@ __all__ = ['ThresholdLabeler']
 # %% ../nbs/06a_labeler.ipynb #c4e8a2f7
 def _label_array(y) -> np.ndarray:
     "`y` as a 1-D array of labels of any ordered type; numeric object arrays become numbers, sparse `y` is refused."
-    arr = np.asarray(as_real_array(y, 'y') if _numeric_or_sparse(y) else y)
+    arr = as_real_array(y, 'y') if _numeric_or_sparse(y) else _asarray(y, 'y')
     if arr.ndim != 1: raise ValueError(f"`y` must be one-dimensional, got shape {arr.shape}")
     return arr
 
 def _numeric_or_sparse(y) -> bool:
     "Should `y` go through `as_real_array`: a sparse container, or an array whose elements are all numbers?"
     if type(y).__module__.startswith('scipy.sparse'): return True
-    arr = np.asarray(y)
+    arr = _asarray(y, 'y')
     return arr.dtype == object and arr.size > 0 and all(isinstance(v, Real) for v in arr.flat)
 
 def _class_positions(y, classes):

@@ -5,18 +5,20 @@
 # %% ../nbs/08_metrics.ipynb #e001d0c3
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 
 import numpy as np
 
-from .core import as_float_array, check_choice, check_same_length, check_weights
+from .core import (as_float_array, as_real_array, check_choice, check_integer, check_real, check_same_length,
+                         check_weights)
 
 # %% auto #0
-__all__ = ['STRATEGIES', 'log_loss', 'brier_score', 'brier_loss', 'reliability_curve', 'expected_calibration_error',
+__all__ = ['STRATEGIES', 'MAX_BINS', 'log_loss', 'brier_score', 'brier_loss', 'reliability_curve', 'expected_calibration_error',
            'calibration_report', 'reliability_band', 'reliability_diagram']
 
 # %% ../nbs/08_metrics.ipynb #365108b7
+_ORDER = "the observed labels come first and the predicted probabilities second, f(y_true, y_proba), as in scikit-learn"
+
 def _check_labels(y_true, name: str = "y_true") -> np.ndarray:
     """Binary labels as a float64 array.
 
@@ -36,16 +38,17 @@ def _check_labels(y_true, name: str = "y_true") -> np.ndarray:
     bad = (y != 0.0) & (y != 1.0)
     if bad.any():
         labels = ", ".join(f"{v:g}" for v in np.unique(y)[:10])
-        raise ValueError(f"`{name}` must contain only the labels 0 and 1, got labels {{{labels}}}")
+        hint = (f": these look like probabilities, but {_ORDER}" if np.all((y >= 0.0) & (y <= 1.0)) else "")
+        raise ValueError(f"`{name}` must contain only the labels 0 and 1, got labels {{{labels}}}{hint}")
     return y
 
 
-def _check_probabilities(p, name: str = "p") -> np.ndarray:
+def _check_probabilities(y_proba, name: str = "y_proba") -> np.ndarray:
     """Probabilities as a float64 array with every value in [0, 1].
 
     Parameters
     ----------
-    p : array-like of shape (n,)
+    y_proba : array-like of shape (n,)
         Predicted probabilities of the label 1.
     name : str
         Argument name used in error messages.
@@ -55,23 +58,23 @@ def _check_probabilities(p, name: str = "p") -> np.ndarray:
     numpy.ndarray
         The probabilities as a 1-D float64 array.
     """
-    p = as_float_array(p, name, allow_empty=False)
+    p = as_float_array(y_proba, name, allow_empty=False)
     outside = np.flatnonzero((p < 0.0) | (p > 1.0))
     if outside.size:
         i = outside[0]
-        raise ValueError(f"`{name}` must lie in [0, 1], found {p[i]:g} at index {i}")
+        raise ValueError(f"`{name}` must lie in [0, 1], found {p[i]:g} at index {i}: pass probabilities, not scores")
     return p
 
 
-def _binary_inputs(y_true, p, sample_weight, p_name: str = "p"):
-    """Validate the `(y_true, p, sample_weight)` triple shared by every metric.
+def _binary_inputs(y_true, y_proba, sample_weight, p_name: str = "y_proba"):
+    """Validate the `(y_true, y_proba, sample_weight)` triple shared by every metric.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Binary labels.
-    p : array-like of shape (n,)
-        Predicted probabilities of the label 1.
+        Binary labels (the first argument of every metric).
+    y_proba : array-like of shape (n,)
+        Predicted probabilities of the label 1 (the second).
     sample_weight : array-like of shape (n,) or None
         Non-negative weights, not all zero; None means unit weights.
     p_name : str
@@ -83,29 +86,9 @@ def _binary_inputs(y_true, p, sample_weight, p_name: str = "p"):
         Validated labels, probabilities and weights.
     """
     y = _check_labels(y_true)
-    p = _check_probabilities(p, p_name)
+    p = _check_probabilities(y_proba, p_name)
     check_same_length(**{"y_true": y, p_name: p})
     return y, p, check_weights(sample_weight, len(y), "sample_weight")
-
-
-def _check_real(value, name: str) -> float:
-    """A real-number option as a float, or a `TypeError` naming it (never Python's own conversion error).
-
-    Parameters
-    ----------
-    value : object
-        The option as the user passed it; booleans are refused.
-    name : str
-        Argument name used in error messages.
-
-    Returns
-    -------
-    float
-        The value (range checks are the caller's).
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a real number, got {value!r}")
-    return float(value)
 
 
 def _unit_scale(w: np.ndarray) -> np.ndarray:
@@ -129,7 +112,8 @@ def _unit_scale(w: np.ndarray) -> np.ndarray:
 
 def _weighted_mean(values: np.ndarray, w: np.ndarray | None) -> float:
     """Mean of `values` weighted by `w`; samples of weight zero are left out entirely, and the weights are scaled by a
-    power of two first (`_unit_scale`), so any common factor of the weights leaves the result unchanged.
+    power of two first (`_unit_scale`), so multiplying all weights by a power of two leaves the result unchanged
+    bit for bit (another common factor changes the weights' own roundings, hence possibly the last bit).
 
     Parameters
     ----------
@@ -151,39 +135,47 @@ def _weighted_mean(values: np.ndarray, w: np.ndarray | None) -> float:
     return float(np.dot(w, values[keep]) / w.sum())
 
 # %% ../nbs/08_metrics.ipynb #9c025b5f
-def _log_options(base, eps) -> tuple[float, float]:
-    "The `base` and `eps` of a log loss, checked: a positive base other than 1, and eps in [0, 0.5)."
-    base, eps = _check_real(base, "base"), _check_real(eps, "eps")
-    if not (np.isfinite(base) and base > 0 and base != 1):
-        raise ValueError(f"`base` must be a positive number other than 1, got {base}")
-    if not 0.0 <= eps < 0.5:
-        raise ValueError(f"`eps` must lie in [0, 0.5), got {eps}")
-    return base, eps
+def _log_options(base, eps, dtype) -> tuple[float, float]:
+    """The `base` and `eps` of a log loss, checked: a positive base other than 1, and eps "auto" (the machine epsilon of
+    the floating `dtype` of the probabilities, float64's for other dtypes, as scikit-learn clips) or in [0, 0.5)."""
+    base = check_real(base, "base")
+    if not (base > 0 and base != 1): raise ValueError(f"`base` must be a positive number other than 1, got {base}")
+    if isinstance(eps, str) and eps == "auto":
+        return base, float(np.finfo(dtype if np.dtype(dtype).kind == "f" else np.float64).eps)
+    if isinstance(eps, str): raise TypeError(f'`eps` must be "auto" or a number in [0, 0.5), got {eps!r}')
+    return base, check_real(eps, "eps", low=0.0, high=0.5, high_open=True)
 
-def log_loss(y_true, p, *, sample_weight=None, base: float = 2.0, eps: float = 0.0) -> float:
+def _proba_dtype(y_proba):
+    "The dtype of the probabilities as passed (what `eps='auto'` depends on), or float64 for other inputs."
+    return y_proba.dtype if isinstance(y_proba, np.ndarray) else as_real_array(y_proba, "y_proba").dtype
+
+def log_loss(y_true, y_proba, *, sample_weight=None, base: float = 2.0, eps: float | str = "auto") -> float:
     """Mean log loss of probabilistic predictions of binary labels, in bits by default.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
-    p : array-like of shape (n,)
-        Predicted probabilities of the label 1, each in [0, 1].
+        The observations: labels, each 0 or 1. First, as in `sklearn.metrics.log_loss(y_true, y_proba)`.
+    y_proba : array-like of shape (n,)
+        The forecasts: predicted probabilities of the label 1, each in [0, 1].
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero. Samples of weight zero are ignored.
     base : float, default 2.0
-        Base of the logarithm: 2 for bits, `np.e` for nats.
-    eps : float, default 0.0
-        Clip `p` to `[eps, 1 - eps]` before taking logarithms; must lie in [0, 0.5). With the default 0, a
-        probability of 0 or 1 on the wrong label gives `inf`.
+        Base of the logarithm: 2 for bits (the Venn–Abers paper's unit: always predicting 1/2 costs 1), `np.e` for
+        nats (scikit-learn's unit).
+    eps : "auto" or float, default "auto"
+        Clip `y_proba` to `[eps, 1 - eps]` before taking logarithms. "auto" is the machine epsilon of `y_proba`'s
+        floating type (float64's for other types), scikit-learn's clipping, so calibrators' exact 0s and 1s cost
+        52 bits when wrong, not `inf`; 0 gives the exact loss (`inf` for a certain mistake); a number must lie in
+        [0, 0.5).
 
     Returns
     -------
     float
         The weighted mean of `-log_base(probability given to the observed label)`.
     """
-    y, p, w = _binary_inputs(y_true, p, sample_weight)
-    base, eps = _log_options(base, eps)
+    base, eps = _log_options(base, eps, _proba_dtype(y_proba))
+    y, p, w = _binary_inputs(y_true, y_proba, sample_weight)
     if eps:
         p = np.clip(p, eps, 1.0 - eps)
     with np.errstate(divide="ignore"):
@@ -192,36 +184,36 @@ def log_loss(y_true, p, *, sample_weight=None, base: float = 2.0, eps: float = 0
     return _weighted_mean(nats, w) / np.log(base)
 
 # %% ../nbs/08_metrics.ipynb #95f4e996
-def brier_score(y_true, p, *, sample_weight=None) -> float:
+def brier_score(y_true, y_proba, *, sample_weight=None) -> float:
     """Brier score: weighted mean squared difference between probabilities and binary labels.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
-    p : array-like of shape (n,)
-        Predicted probabilities of the label 1, each in [0, 1].
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: predicted probabilities of the label 1, each in [0, 1].
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
 
     Returns
     -------
     float
-        The weighted mean of `(p - y_true) ** 2`, in [0, 1].
+        The weighted mean of `(y_proba - y_true) ** 2`, in [0, 1] (`sklearn.metrics.brier_score_loss`).
     """
-    y, p, w = _binary_inputs(y_true, p, sample_weight)
+    y, p, w = _binary_inputs(y_true, y_proba, sample_weight)
     return _weighted_mean((p - y) ** 2, w)
 
 # %% ../nbs/08_metrics.ipynb #ac196f12
-def brier_loss(y_true, p, *, sample_weight=None) -> float:
-    """The Venn–Abers paper's Brier loss: weighted mean of `4 * (y_true - p) ** 2` (`4 * brier_score`).
+def brier_loss(y_true, y_proba, *, sample_weight=None) -> float:
+    """The Venn–Abers paper's Brier loss: weighted mean of `4 * (y_true - y_proba) ** 2` (`4 * brier_score`).
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
-    p : array-like of shape (n,)
-        Predicted probabilities of the label 1, each in [0, 1].
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: predicted probabilities of the label 1, each in [0, 1].
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
 
@@ -230,31 +222,35 @@ def brier_loss(y_true, p, *, sample_weight=None) -> float:
     float
         In [0, 4]; always predicting 1/2 scores 1.
     """
-    return 4.0 * brier_score(y_true, p, sample_weight=sample_weight)   # exact: scaling by 4 never rounds
+    return 4.0 * brier_score(y_true, y_proba, sample_weight=sample_weight)   # exact: scaling by 4 never rounds
 
 # %% ../nbs/08_metrics.ipynb #0a7ee7a8
 STRATEGIES = ("uniform", "quantile")   # binning of reliability curves: equal-width or equal-mass bins
+MAX_BINS = 2**24                       # the most bins a reliability curve takes (arrays of n_bins entries are made)
 
 
 def _check_n_bins(n_bins) -> int:
-    """`n_bins` as a positive int, or a clear error.
-
-    Parameters
-    ----------
-    n_bins : int
-        Requested number of bins.
-
-    Returns
-    -------
-    int
-        The number of bins.
-    """
-    if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"`n_bins` must be a positive integer, got {n_bins!r}")
-    return int(n_bins)
+    """`n_bins` as an int in [1, MAX_BINS], or a clear error (`isocal.core.check_integer`)."""
+    return check_integer(n_bins, "n_bins", low=1, high=MAX_BINS)
 
 
-def _bin_index(p: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
+def _weighted_percentiles(p: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Percentiles `q` (in [0, 100]) of `p` weighted by `w`: NumPy's default ("linear") percentiles with the sorted
+    samples placed at cumulative-weight positions instead of equally spaced ones.
+
+    The i-th smallest of the positive-weight samples sits at position C_{i-1} / (W - w_last) in [0, 1], C the running
+    sum of the weights in sorted order and W their total, and the percentiles interpolate linearly between
+    positions; equal weights give the positions (i - 1)/(n - 1) of NumPy's "linear" method. Samples of weight zero
+    have no position. Weights are scaled by a power of two first (exact), so only their ratios matter."""
+    keep = w > 0
+    order = np.argsort(p[keep], kind="stable")
+    x, ws = p[keep][order], _unit_scale(w[keep])[order]
+    if x.shape[0] == 1: return np.full(q.shape, x[0])
+    cum = np.concatenate(([0.0], np.cumsum(ws[:-1])))
+    return np.interp(q / 100.0, cum / cum[-1], x)
+
+
+def _bin_index(p: np.ndarray, n_bins: int, strategy: str, w: np.ndarray | None = None) -> np.ndarray:
     """Bin number (0 to `n_bins - 1`) of every probability.
 
     Parameters
@@ -265,6 +261,9 @@ def _bin_index(p: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
         Number of bins.
     strategy : {"uniform", "quantile"}
         Equal-width bins on [0, 1], or edges at the quantiles of `p`.
+    w : numpy.ndarray or None
+        Validated weights: "quantile" puts its edges at the weighted quantiles (`_weighted_percentiles`); equal
+        weights, like None, give NumPy's percentiles.
 
     Returns
     -------
@@ -274,8 +273,12 @@ def _bin_index(p: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
     if strategy == "uniform":
         edges = np.linspace(0.0, 1.0, n_bins + 1)
     else:
-        # Percentiles rather than np.quantile: the same floating-point edges as sklearn's calibration_curve.
-        edges = np.percentile(p, np.linspace(0.0, 1.0, n_bins + 1) * 100)
+        q = np.linspace(0.0, 1.0, n_bins + 1) * 100
+        if w is None or w.min() == w.max():
+            # Percentiles rather than np.quantile: the same floating-point edges as sklearn's calibration_curve.
+            edges = np.percentile(p, q)
+        else:
+            edges = _weighted_percentiles(p, w, q)
     return np.searchsorted(edges[1:-1], p, side="left")
 
 
@@ -303,7 +306,7 @@ def _bin_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None, n_bins: int, s
         (a bin's true sums are its scaled sums times 2**exponent, squared ones times 4**exponent) and `count`, each
         of length `n_bins`.
     """
-    idx = _bin_index(p, n_bins, strategy)
+    idx = _bin_index(p, n_bins, strategy, w)
     exponent = np.zeros(n_bins, dtype=np.int64)
     if w is None:
         w = np.ones_like(p)
@@ -325,49 +328,49 @@ def _curve(y, p, w, n_bins, strategy):
     return s["sum_wp"][used] / s["weight"][used], s["sum_wy"][used] / s["weight"][used], s["count"][used]
 
 # %% ../nbs/08_metrics.ipynb #f5d8a08c
-def reliability_curve(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None):
-    """Mean predicted probability and observed frequency of the label 1 in each non-empty bin of `p`.
+def reliability_curve(y_true, y_proba, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None):
+    """Mean predicted probability and observed frequency of the label 1 in each non-empty bin of `y_proba`.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
-    p : array-like of shape (n,)
-        Predicted probabilities of the label 1, each in [0, 1].
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: predicted probabilities of the label 1, each in [0, 1].
     n_bins : int, default 10
-        Number of bins.
+        Number of bins, at most `MAX_BINS`.
     strategy : {"uniform", "quantile"}, default "uniform"
-        Equal-width bins on [0, 1], or equal-count bins with edges at the quantiles of `p`. Bins are closed on the
-        right, as in `sklearn.calibration.calibration_curve`.
+        Equal-width bins on [0, 1], or equal-count bins with edges at the quantiles of `y_proba`. Bins are closed
+        on the right, as in `sklearn.calibration.calibration_curve(y_true, y_prob)`.
     sample_weight : array-like of shape (n,), optional
-        Non-negative weights, not all zero.
+        Non-negative weights, not all zero; "quantile" edges are then weighted quantiles (equal-weight bins).
 
     Returns
     -------
     mean_predicted : numpy.ndarray
-        Weighted mean of `p` in each bin of positive weight, in increasing order.
+        Weighted mean of `y_proba` in each bin of positive weight, in increasing order.
     observed_frequency : numpy.ndarray
         Weighted fraction of label 1 in the same bins.
     counts : numpy.ndarray
         Number of samples in the same bins.
     """
-    y, p, w = _binary_inputs(y_true, p, sample_weight)
+    y, p, w = _binary_inputs(y_true, y_proba, sample_weight)
     return _curve(y, p, w, n_bins, strategy)
 
 # %% ../nbs/08_metrics.ipynb #88c0bcb5
-def expected_calibration_error(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None) -> float:
+def expected_calibration_error(y_true, y_proba, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None) -> float:
     """Expected calibration error: bin-weight-averaged gap between observed frequency and mean probability.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
-    p : array-like of shape (n,)
-        Predicted probabilities of the label 1, each in [0, 1].
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n,)
+        The forecasts: predicted probabilities of the label 1, each in [0, 1].
     n_bins : int, default 10
-        Number of bins.
+        Number of bins, at most `MAX_BINS`.
     strategy : {"uniform", "quantile"}, default "uniform"
-        Equal-width bins on [0, 1], or equal-count bins with edges at the quantiles of `p`.
+        Equal-width bins on [0, 1], or equal-count (equal-weight) bins with edges at the quantiles of `y_proba`.
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero; each bin counts in proportion to its total weight.
 
@@ -376,7 +379,7 @@ def expected_calibration_error(y_true, p, *, n_bins: int = 10, strategy: str = "
     float
         `sum_b (W_b / W) * |mean(y in b) - mean(p in b)|`, in [0, 1].
     """
-    y, p, w = _binary_inputs(y_true, p, sample_weight)
+    y, p, w = _binary_inputs(y_true, y_proba, sample_weight)
     n_bins = _check_n_bins(n_bins)
     s = _bin_sums(y, p, w, n_bins, check_choice(strategy, "strategy", STRATEGIES))
     used = s["weight"] > 0
@@ -402,20 +405,21 @@ def _check_probs(probs, n_bins, strategy) -> dict:
         The mapping, unchanged.
     """
     if not isinstance(probs, Mapping) or not probs:
-        raise TypeError(f"`probs` must be a non-empty mapping from model name to probabilities, got {type(probs).__name__}")
+        raise TypeError(f"`probs` must be a non-empty mapping from model name to probabilities, got {type(probs).__name__}"
+                        + ("; the observed labels come first: f(y_true, probs)" if isinstance(probs, np.ndarray) else ""))
     _check_n_bins(n_bins)
     check_choice(strategy, "strategy", STRATEGIES)
     return dict(probs)
 
 
 def calibration_report(y_true, probs, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None,
-                       eps: float = 0.0) -> list[dict]:
+                       eps: float | str = "auto") -> list[dict]:
     """Log loss (bits), Brier score and ECE of several models' probabilities for the same labels.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
     probs : Mapping[str, array-like]
         Predicted probabilities of the label 1 for each model, each of shape (n,).
     n_bins : int, default 10
@@ -424,8 +428,8 @@ def calibration_report(y_true, probs, *, n_bins: int = 10, strategy: str = "unif
         Binning strategy for the ECE.
     sample_weight : array-like of shape (n,), optional
         Non-negative weights, not all zero.
-    eps : float, default 0.0
-        Clipping passed to `log_loss` (only the log loss is affected).
+    eps : "auto" or float, default "auto"
+        Clipping passed to `log_loss` (only the log loss is affected; "auto" clips as scikit-learn does, 0 not at all).
 
     Returns
     -------
@@ -433,11 +437,11 @@ def calibration_report(y_true, probs, *, n_bins: int = 10, strategy: str = "unif
         One row per model, in the mapping's order, with keys `name`, `log_loss_bits`, `brier` and `ece`.
     """
     rows = []
-    for name, p in _check_probs(probs, n_bins, strategy).items():
-        y, p, w = _binary_inputs(y_true, p, sample_weight, p_name=f"probs[{name!r}]")
+    for name, p_raw in _check_probs(probs, n_bins, strategy).items():
+        y, p, w = _binary_inputs(y_true, p_raw, sample_weight, p_name=f"probs[{name!r}]")
         rows.append({
             "name": str(name),
-            "log_loss_bits": log_loss(y, p, sample_weight=w, eps=eps),
+            "log_loss_bits": log_loss(y, p_raw, sample_weight=w, eps=eps),    # p_raw: eps="auto" follows its dtype
             "brier": brier_score(y, p, sample_weight=w),
             "ece": expected_calibration_error(y, p, n_bins=n_bins, strategy=strategy, sample_weight=w),
         })
@@ -457,20 +461,17 @@ def _wilson(freq, n, level):
 
 def _check_level(level, name: str) -> float:
     "A confidence level in (0, 1) as a float, or an error naming the argument the user passed."
-    level = _check_real(level, name)
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"`{name}` must lie in (0, 1), got {level!r}")
-    return level
+    return check_real(level, name, low=0.0, high=1.0, low_open=True, high_open=True)
 
 
-def reliability_band(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", level: float = 0.95,
+def reliability_band(y_true, y_proba, *, n_bins: int = 10, strategy: str = "uniform", level: float = 0.95,
                      sample_weight=None):
     """Reliability curve with a Wilson confidence interval for the observed frequency in each non-empty bin.
 
     Parameters
     ----------
-    y_true, p, n_bins, strategy, sample_weight
-        As in `reliability_curve`.
+    y_true, y_proba, n_bins, strategy, sample_weight
+        As in `reliability_curve`: the observed labels first, then the predicted probabilities.
     level : float, default 0.95
         Confidence level, in (0, 1).
 
@@ -480,7 +481,7 @@ def reliability_band(y_true, p, *, n_bins: int = 10, strategy: str = "uniform", 
         Per non-empty bin: the curve and the interval around the observed frequency.
     """
     level = _check_level(level, "level")
-    y, p, w = _binary_inputs(y_true, p, sample_weight)
+    y, p, w = _binary_inputs(y_true, y_proba, sample_weight)
     s = _bin_sums(y, p, w, _check_n_bins(n_bins), check_choice(strategy, "strategy", STRATEGIES))
     used = s["weight"] > 0
     weight = s["weight"][used]
@@ -497,7 +498,7 @@ def reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy: str = "uni
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Observed labels, each 0 or 1.
+        The observations: labels, each 0 or 1 (first, as in scikit-learn's metrics).
     probs : Mapping[str, array-like]
         Predicted probabilities of the label 1 for each model, each of shape (n,).
     n_bins : int, default 10

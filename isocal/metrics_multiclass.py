@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import as_float_array, as_real_array, check_same_length, check_weights
-from .metrics import (_check_level, _check_probs, _curve, _log_options, _unit_scale, _weighted_mean,
-                            expected_calibration_error, reliability_band)
+from .core import (as_float_array, as_real_array, check_integer, check_same_length, check_seed,
+                         check_weights)
+from .metrics import (_ORDER, _check_level, _check_probs, _curve, _log_options, _proba_dtype, _unit_scale,
+                            _weighted_mean, expected_calibration_error, reliability_band)
 
 # %% auto #0
 __all__ = ['ROW_SUM_TOL', 'classwise_ece', 'top_label_ece', 'multiclass_brier_score', 'multiclass_log_loss', 'bootstrap_interval',
@@ -19,7 +20,7 @@ __all__ = ['ROW_SUM_TOL', 'classwise_ece', 'top_label_ece', 'multiclass_brier_sc
 ROW_SUM_TOL = 1e-6   # per class: a row of K probabilities may miss 1 by at most ROW_SUM_TOL * K
 
 
-def _check_proba_matrix(P, name: str = "P") -> np.ndarray:
+def _check_proba_matrix(P, name: str = "y_proba") -> np.ndarray:
     """An (n, K) probability matrix as float64, checked: 2-D, K >= 2, finite, in [0, 1], rows summing to 1.
 
     Parameters
@@ -56,7 +57,11 @@ def _check_proba_matrix(P, name: str = "P") -> np.ndarray:
 
 def _check_class_labels(y_true, n_classes: int, name: str = "y_true") -> np.ndarray:
     """Class numbers 0..n_classes-1 as an int64 array, or an error naming `name`."""
-    y = as_float_array(y_true, name, allow_empty=False)
+    y = as_real_array(y_true, name)
+    if y.ndim != 1:
+        hint = f": {_ORDER}" if y.ndim == 2 else ""
+        raise ValueError(f"`{name}` must be one-dimensional (class numbers), got shape {y.shape}{hint}")
+    y = as_float_array(y, name, allow_empty=False)
     bad = np.flatnonzero((y != np.floor(y)) | (y < 0) | (y >= n_classes))
     if bad.size:
         raise ValueError(f"`{name}` must hold class numbers 0 to {n_classes - 1} (the columns of the probability "
@@ -64,23 +69,26 @@ def _check_class_labels(y_true, n_classes: int, name: str = "y_true") -> np.ndar
     return y.astype(np.int64)
 
 
-def _multiclass_inputs(y_true, P, sample_weight, p_name: str = "P"):
-    """Validated `(labels, P, weights)` of the multiclass metrics."""
-    P = _check_proba_matrix(P, p_name)
+def _multiclass_inputs(y_true, y_proba, sample_weight, p_name: str = "y_proba"):
+    """Validated `(labels, probability matrix, weights)` of the multiclass metrics: the labels first."""
+    y_true = as_real_array(y_true, "y_true")
+    if y_true.ndim != 1: _check_class_labels(y_true, 2)        # the labels' own error first (a swap is named)
+    P = _check_proba_matrix(y_proba, p_name)
     y = _check_class_labels(y_true, P.shape[1])
     check_same_length(**{"y_true": y, p_name: P})
     return y, P, check_weights(sample_weight, len(y), "sample_weight")
 
 # %% ../nbs/08a_metrics_multiclass.ipynb #cafe2ceb
-def classwise_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None) -> float:
-    """Classwise expected calibration error: mean over classes k of the binary ECE of `P[:, k]` for `y_true == k`.
+def classwise_ece(y_true, y_proba, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None) -> float:
+    """Classwise expected calibration error: mean over classes k of the binary ECE of `y_proba[:, k]` for
+    `y_true == k`.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Class numbers 0 to K-1.
-    P : array-like of shape (n, K)
-        Class probabilities, rows summing to 1.
+        The observations: class numbers 0 to K-1 (first, as in scikit-learn's metrics).
+    y_proba : array-like of shape (n, K)
+        The forecasts: class probabilities, rows summing to 1.
     n_bins, strategy, sample_weight
         As in `expected_calibration_error` (each class is binned on its own column).
 
@@ -89,7 +97,7 @@ def classwise_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sam
     float
         In [0, 1].
     """
-    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    y, P, w = _multiclass_inputs(y_true, y_proba, sample_weight)
     eces = [expected_calibration_error((y == k).astype(float), P[:, k], n_bins=n_bins, strategy=strategy,
                                        sample_weight=w) for k in range(P.shape[1])]
     return float(np.mean(eces))
@@ -101,14 +109,15 @@ def _top_label(y: np.ndarray, P: np.ndarray):
     return pred, P[np.arange(len(y)), pred], (pred == y).astype(float)
 
 
-def top_label_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None,
+def top_label_ece(y_true, y_proba, *, n_bins: int = 10, strategy: str = "uniform", sample_weight=None,
                   conditional: bool = False) -> float:
-    """Top-label expected calibration error: binary ECE of the confidence `max_k P[:, k]` for "the argmax is right".
+    """Top-label expected calibration error: binary ECE of the confidence `max_k y_proba[:, k]` for "the argmax is
+    right".
 
     Parameters
     ----------
-    y_true, P, n_bins, strategy, sample_weight
-        As in `classwise_ece`.
+    y_true, y_proba, n_bins, strategy, sample_weight
+        As in `classwise_ece`: the class numbers first, then the probability matrix.
     conditional : bool, default False
         False: the confidence ECE (all samples binned together). True: Gupta & Ramdas's TL-ECE, the ECE within each
         predicted class, averaged with the classes' shares of the weight.
@@ -118,7 +127,7 @@ def top_label_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sam
     float
         In [0, 1], as the binary ECE.
     """
-    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    y, P, w = _multiclass_inputs(y_true, y_proba, sample_weight)
     if not isinstance(conditional, (bool, np.bool_)):
         raise TypeError(f"`conditional` must be True or False, got {conditional!r}")
     pred, conf, right = _top_label(y, P)
@@ -134,68 +143,72 @@ def top_label_ece(y_true, P, *, n_bins: int = 10, strategy: str = "uniform", sam
     return float(ece)
 
 # %% ../nbs/08a_metrics_multiclass.ipynb #8a70d755
-def multiclass_brier_score(y_true, P, *, sample_weight=None) -> float:
-    """Multiclass Brier score: weighted mean over samples of `sum_k (1[y_true == k] - P[:, k]) ** 2`, in [0, 2].
+def multiclass_brier_score(y_true, y_proba, *, sample_weight=None) -> float:
+    """Multiclass Brier score: weighted mean over samples of `sum_k (1[y_true == k] - y_proba[:, k]) ** 2`, in [0, 2].
 
     Parameters
     ----------
-    y_true, P, sample_weight
-        As in `classwise_ece`: class numbers 0 to K-1, an (n, K) matrix of class probabilities, optional weights.
+    y_true, y_proba, sample_weight
+        As in `classwise_ece`: the class numbers 0 to K-1 first, then the (n, K) matrix of class probabilities,
+        optional weights.
 
     Returns
     -------
     float
         The score (0 for certain and right predictions).
     """
-    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
+    y, P, w = _multiclass_inputs(y_true, y_proba, sample_weight)
     onehot = np.zeros_like(P)
     onehot[np.arange(len(y)), y] = 1.0
     return _weighted_mean(((onehot - P) ** 2).sum(axis=1), w)
 
 
-def multiclass_log_loss(y_true, P, *, sample_weight=None, base: float = 2.0, eps: float = 0.0) -> float:
-    """Multiclass log loss: weighted mean of `-log_base P[i, y_true[i]]`, in bits by default.
+def multiclass_log_loss(y_true, y_proba, *, sample_weight=None, base: float = 2.0,
+                        eps: float | str = "auto") -> float:
+    """Multiclass log loss: weighted mean of `-log_base y_proba[i, y_true[i]]`, in bits by default.
 
     Parameters
     ----------
-    y_true, P, sample_weight
-        As in `classwise_ece`. Samples of weight zero are ignored.
+    y_true, y_proba, sample_weight
+        As in `classwise_ece` (the class numbers first). Samples of weight zero are ignored.
     base : float, default 2.0
         Base of the logarithm (`np.e` for nats, the unit of `sklearn.metrics.log_loss`).
-    eps : float, default 0.0
-        Raise the probability of the observed class to at least `eps` (in [0, 0.5)); 0 gives `inf` for a certain
-        mistake.
+    eps : "auto" or float, default "auto"
+        Clip the probability of the observed class to `[eps, 1 - eps]`, as `isocal.metrics.log_loss` does: "auto" is
+        the machine epsilon of `y_proba`'s floating type, scikit-learn's clipping (`log_loss(y_true, y_proba)` of
+        scikit-learn, divided by ln 2); 0 gives `inf` for a certain mistake; a number must lie in [0, 0.5).
 
     Returns
     -------
     float
         The weighted mean of the code lengths.
     """
-    y, P, w = _multiclass_inputs(y_true, P, sample_weight)
-    base, eps = _log_options(base, eps)
+    base, eps = _log_options(base, eps, _proba_dtype(y_proba))
+    y, P, w = _multiclass_inputs(y_true, y_proba, sample_weight)
     with np.errstate(divide="ignore"):
-        nats = -np.log(np.maximum(P[np.arange(len(y)), y], eps))
+        nats = -np.log(np.clip(P[np.arange(len(y)), y], eps, 1.0 - eps))
     return _weighted_mean(nats, w) / np.log(base)
 
 # %% ../nbs/08a_metrics_multiclass.ipynb #fcc5b1cc
-def bootstrap_interval(metric, y_true, P, *, level: float = 0.95, n_resamples: int = 1000, random_state=None,
+def bootstrap_interval(metric, y_true, y_proba, *, level: float = 0.95, n_resamples: int = 1000, random_state=None,
                        **kwargs) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of `metric(y_true, P, **kwargs)`, resampling rows.
+    """Percentile bootstrap confidence interval of `metric(y_true, y_proba, **kwargs)`, resampling rows.
 
     Parameters
     ----------
     metric : callable
-        A metric taking `(y_true, P, **kwargs)`, such as `classwise_ece` or `multiclass_log_loss`.
+        A metric taking `(y_true, y_proba, **kwargs)`, the observations first, such as `classwise_ece` or
+        `multiclass_log_loss`.
     y_true : array-like of shape (n,)
-        Labels.
-    P : array-like of shape (n, ...)
-        Probabilities (a matrix, or a vector for the binary metrics).
+        The observed labels.
+    y_proba : array-like of shape (n, ...)
+        The forecasts: probabilities (a matrix, or a vector for the binary metrics).
     level : float, default 0.95
         Confidence level, in (0, 1).
     n_resamples : int, default 1000
         Number of bootstrap resamples (at least 1).
-    random_state : None, int or numpy.random.Generator
-        Seed of the resampling.
+    random_state : None, int >= 0, numpy SeedSequence, BitGenerator or Generator
+        Seed of the resampling (`isocal.core.check_seed`).
     **kwargs
         Passed to `metric` (e.g. `n_bins`, `strategy`).
 
@@ -206,12 +219,14 @@ def bootstrap_interval(metric, y_true, P, *, level: float = 0.95, n_resamples: i
     if not callable(metric):
         raise TypeError(f"`metric` must be a callable such as classwise_ece, got {metric!r}")
     level = _check_level(level, "level")
-    if isinstance(n_resamples, (bool, np.bool_)) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"`n_resamples` must be a positive integer, got {n_resamples!r}")
-    y, P = np.asarray(y_true), np.asarray(P)
-    check_same_length(y_true=y, P=P)
+    n_resamples = check_integer(n_resamples, "n_resamples")
+    rng = check_seed(random_state, "random_state")
+    y, P = as_real_array(y_true, "y_true"), as_real_array(y_proba, "y_proba")
+    if y.ndim == 0 or P.ndim == 0:
+        raise ValueError(f"`{'y_true' if y.ndim == 0 else 'y_proba'}` must be an array with one row per sample, "
+                         "got a scalar")
+    check_same_length(y_true=y, y_proba=P)
     metric(y, P, **kwargs)                                  # invalid input fails once, with the metric's own message
-    rng = np.random.default_rng(random_state)
     stats = [metric(y[idx], P[idx], **kwargs) for idx in rng.integers(0, len(y), size=(n_resamples, len(y)))]
     low, high = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
@@ -236,7 +251,7 @@ def multiclass_reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy:
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Class numbers 0 to K-1.
+        The observations: class numbers 0 to K-1 (first, as in scikit-learn's metrics).
     probs : Mapping[str, array-like of shape (n, K)]
         Probability matrices to compare (e.g. before and after calibration), all with the same K.
     n_bins, strategy, confidence
@@ -261,8 +276,7 @@ def multiclass_reliability_diagram(y_true, probs, *, n_bins: int = 10, strategy:
     names = [f"class {k}" for k in range(K)] if class_names is None else [str(c) for c in class_names]
     if len(names) != K:
         raise ValueError(f"`class_names` must name the {K} classes, got {len(names)} names")
-    if isinstance(ncols, (bool, np.bool_)) or not isinstance(ncols, (int, np.integer)) or ncols < 1:
-        raise ValueError(f"`ncols` must be a positive integer, got {ncols!r}")
+    ncols = check_integer(ncols, "ncols")
     import matplotlib.pyplot as plt  # lazily, as in reliability_diagram
 
     ncols = min(int(ncols), K + 1)

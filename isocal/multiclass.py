@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import as_float_array, as_real_array, check_choice
+from .core import (_asarray, as_float_array, as_real_array, check_choice, check_integer, check_seed,
+                         check_weights)
 from .portable import Fields, Portable, encode_labels
 from .metrics_multiclass import ROW_SUM_TOL, _check_class_labels, _check_proba_matrix
 
@@ -55,10 +56,16 @@ def _new_binary(method: str):
     return VennAbers() if method == "ivap" else CrossVennAbers()
 
 
-def _fit_binary(method: str, scores: np.ndarray, target: np.ndarray, n_splits: int, rng):
-    "A fitted binary calibrator of `target` (0/1) on `scores`."
+def _fit_binary(method: str, scores: np.ndarray, target: np.ndarray, n_splits: int, rng, w=None):
+    """A fitted binary calibrator of `target` (0/1) on `scores`, with weights `w` (None: unit weights). Isotonic
+    regression is weighted; a Venn–Abers predictor counts samples, so it gets only the rows of positive weight
+    (`_check_sample_weight` has made sure those weigh the same)."""
     cal = _new_binary(method)
-    if method != "cvap":
+    if method == "isotonic":
+        return cal.fit(scores, target, sample_weight=w)
+    if w is not None:
+        scores, target = scores[w > 0], target[w > 0]
+    if method == "ivap":
         return cal.fit(scores, target)
     from isocal.venn_abers import fold_ids
     return cal.fit(scores, target, fold_ids(len(scores), n_splits, random_state=rng))
@@ -79,10 +86,10 @@ def _log_ratio(P: np.ndarray, i: int, j: int) -> np.ndarray:
     return np.log(np.maximum(P[:, i], tiny)) - np.log(np.maximum(P[:, j], tiny))
 
 # %% ../nbs/13_multiclass.ipynb #27b85804
-def _fit_ovr(est, P, y, rng):
-    "One binary calibrator per class, class k against the rest on the score P[:, k]."
+def _fit_ovr(est, P, y, rng, w):
+    "One binary calibrator per class, class k against the rest on the score P[:, k] (rows weighted by `w`)."
     est.calibrators_ = [_fit_binary(est.method, np.ascontiguousarray(P[:, k]), (y == k).astype(float),
-                                    est.n_splits, rng) for k in range(P.shape[1])]
+                                    est.n_splits, rng, w) for k in range(P.shape[1])]
 
 
 def _predict_ovr(est, P):
@@ -95,7 +102,7 @@ def _predict_ovr(est, P):
 PAIR_EPS = 1e-6   # isotonic pairwise probabilities are clipped to [PAIR_EPS, 1 - PAIR_EPS] before coupling
 
 
-def _fit_pairwise(est, P, y, rng):
+def _fit_pairwise(est, P, y, rng, w):
     "One binary calibrator per pair i < j on the rows of classes i and j, score log P_i - log P_j, target y == i."
     K = P.shape[1]
     missing = np.setdiff1d(np.arange(K), y)
@@ -106,7 +113,7 @@ def _fit_pairwise(est, P, y, rng):
     for i, j in est.pairs_:
         rows = (y == i) | (y == j)
         est.calibrators_.append(_fit_binary(est.method, _log_ratio(P[rows], i, j), (y[rows] == i).astype(float),
-                                            est.n_splits, rng))
+                                            est.n_splits, rng, None if w is None else w[rows]))
 
 
 def _predict_pairwise(est, P):
@@ -127,13 +134,16 @@ def _top(P):
     return pred, P[np.arange(len(P)), pred]
 
 
-def _fit_top_label(est, P, y, rng):
-    "A confidence calibrator per predicted class, and a pooled one for rarely predicted classes."
+def _fit_top_label(est, P, y, rng, w):
+    """A confidence calibrator per predicted class, and a pooled one for rarely predicted classes (`min_samples`
+    counts the rows of positive weight)."""
     pred, conf = _top(P)
-    est.pooled_ = _fit_binary(est.method, conf, (pred == y).astype(float), est.n_splits, rng)
+    est.pooled_ = _fit_binary(est.method, conf, (pred == y).astype(float), est.n_splits, rng, w)
     need = max(est.min_samples, est.n_splits if est.method == "cvap" else 1)
-    est.calibrators_ = [_fit_binary(est.method, conf[pred == c], (y[pred == c] == c).astype(float), est.n_splits, rng)
-                        if np.count_nonzero(pred == c) >= need else None for c in range(P.shape[1])]
+    counted = np.ones(len(y), bool) if w is None else w > 0
+    est.calibrators_ = [_fit_binary(est.method, conf[pred == c], (y[pred == c] == c).astype(float), est.n_splits, rng,
+                                    None if w is None else w[pred == c])
+                        if np.count_nonzero((pred == c) & counted) >= need else None for c in range(P.shape[1])]
 
 
 def _calibrated_confidence(est, P):
@@ -167,10 +177,22 @@ def _check_options(est):
     check_choice(est.strategy, "strategy", MC_STRATEGIES)
     check_choice(est.input, "input", INPUTS)
     check_choice(est.merge, "merge", ("log", "brier"))
-    for name, low in (("n_splits", 2), ("min_samples", 1)):
-        v = getattr(est, name)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"`{name}` must be an integer of at least {low}, got {v!r}")
+    check_integer(est.n_splits, "n_splits", low=2)
+    check_integer(est.min_samples, "min_samples", low=1)
+    check_seed(est.random_state, "random_state")
+
+
+def _check_sample_weight(method: str, sample_weight, n: int):
+    """Validated weights (None: unit weights). Venn–Abers predictors count samples, so "ivap" and "cvap" take only
+    weights that are 0 (the row is left out) or one common positive value (then the same as unit weights)."""
+    w = check_weights(sample_weight, n, "sample_weight")
+    if w is None or method == "isotonic": return w
+    positive = w[w > 0]
+    if positive.min() != positive.max():
+        raise ValueError(f"`sample_weight` must be 0 or one common positive value for method={method!r} (Venn–Abers "
+                         f"predictors count samples and take no weights), got values from {positive.min():g} to "
+                         f"{positive.max():g}; use method='isotonic' for weighted calibration")
+    return w
 
 
 def _column_labels(est, y, K: int) -> np.ndarray:
@@ -178,10 +200,12 @@ def _column_labels(est, y, K: int) -> np.ndarray:
     if est.classes is None:
         est.classes_ = np.arange(K)
         return _check_class_labels(y, K, "y")
-    classes = np.asarray(est.classes)
+    classes = _asarray(est.classes, "classes")
     if classes.ndim != 1 or len(classes) != K or len(np.unique(classes)) != K:
         raise ValueError(f"`classes` must list the {K} distinct labels of the columns of `P`, got {est.classes!r}")
-    y = np.asarray(y)
+    y = _asarray(y, "y")
+    if y.ndim != 1:
+        raise ValueError(f"`y` must be one-dimensional, got shape {y.shape}")
     order = np.argsort(classes)
     pos = np.clip(np.searchsorted(classes[order], y), 0, K - 1)
     unknown = np.flatnonzero(classes[order][pos] != y)
@@ -242,7 +266,7 @@ class MulticlassCalibrator(Portable):
         "top-label": a class predicted for fewer calibration rows uses the pooled confidence calibrator.
     classes : array-like of K labels, optional
         Labels of the columns; by default the labels are the column numbers 0..K-1.
-    random_state : None, int or numpy.random.Generator
+    random_state : None, int >= 0, numpy SeedSequence, BitGenerator or Generator
         Seed of the "cvap" folds.
     """
 
@@ -268,15 +292,20 @@ class MulticlassCalibrator(Portable):
     def __repr__(self):
         return f"{type(self).__name__}(method={self.method!r}, strategy={self.strategy!r})"
 
-    def fit(self, P, y):
-        "Fit on a calibration matrix `P` of shape (n, K) and labels `y` of shape (n,); returns self."
+    def fit(self, P, y, sample_weight=None):
+        """Fit on a calibration matrix `P` of shape (n, K) and labels `y` of shape (n,); returns self.
+
+        `sample_weight` (shape (n,), non-negative, not all zero) weights the rows: each isotonic fit is weighted;
+        "ivap" and "cvap" count samples, so they take only weights that are 0 (the row is left out) or one common
+        positive value, and refuse others rather than ignore them."""
         _check_options(self)
         P = _as_probabilities(P, self.input)
         y = _column_labels(self, y, P.shape[1])
         if len(y) != len(P):
             raise ValueError(f"length mismatch: `P` has {len(P)} rows, `y` has {len(y)} labels")
+        w = _check_sample_weight(self.method, sample_weight, len(y))
         self.n_classes_ = P.shape[1]
-        _FIT[self.strategy](self, P, y, np.random.default_rng(self.random_state))
+        _FIT[self.strategy](self, P, y, check_seed(self.random_state, "random_state"), w)
         return self
 
     def _check_fitted(self):

@@ -10,8 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .core import (_merge_back, _violates, as_float_array, check_choice, check_increasing, check_same_length,
-                         check_weights, not_finite_error)
+from .core import (_means_violate, _merge_back, _pooled_mean, _shares, _violates, as_float_array, check_choice,
+                         check_increasing, check_same_length, check_weights, not_finite_error)
 
 # %% auto #0
 __all__ = ['IsotonicResult', 'isotonic_regression', 'Staircase']
@@ -68,20 +68,92 @@ def _weight_exponent(y, w):
     return _exponent_for(ymax, ymin, wmax, wmin, y.shape[0])
 
 @njit(cache=True)
-def _exponent_for(ymax, ymin, wmax, wmin, n):
-    "The rule of `_weight_exponent` from the extremes of |y| and w (smallest over non-zero values) and the count n."
+def _exponent_bounds(ymax, ymin, wmax, wmin, n):
+    """(lo, hi): the exponents k for which the weights w * 2**k keep every sum below 2**1000 (k <= hi) and every product
+    and cross product above 2**-1000 (k >= lo), from the extremes of |y| and w (smallest over non-zero values) and the
+    count n. lo > hi when no k does both: the data span too wide a range for sums of products."""
     if ymax == 0.0: ymax = ymin = 1.0                          # all targets 0: only the weight sums matter
     hi = math.floor(_SAFE_EXP - np.log2(wmax) - np.log2(n) - max(np.log2(ymax), 0.0))
     lw, ly = np.log2(wmin), np.log2(ymin)
     lo = math.ceil(max(-_SAFE_EXP - lw - ly, (-_SAFE_EXP - 2.0 * lw - ly) / 2.0))
+    return lo, hi
+
+@njit(cache=True)
+def _exponent_for(ymax, ymin, wmax, wmin, n):
+    "The rule of `_weight_exponent`: 0 if allowed, else the allowed k nearest 0 (overflow avoided first if none is)."
+    lo, hi = _exponent_bounds(ymax, ymin, wmax, wmin, n)
     if lo <= 0 <= hi: return 0
     return hi if hi < 0 or lo > hi else lo
 
+@njit(cache=True)
+def _weights_fit(y, w):
+    "Does some exponent k keep all sums and products of `_weight_exponent`'s rule in range?"
+    ymax, ymin, wmax, wmin = 0.0, np.inf, 0.0, np.inf
+    for i in range(y.shape[0]):
+        a = abs(y[i])
+        ymax = max(ymax, a)
+        ymin = min(ymin, a if a > 0.0 else np.inf)
+        wmax = max(wmax, w[i])
+        wmin = min(wmin, w[i] if w[i] > 0.0 else np.inf)
+    lo, hi = _exponent_bounds(ymax, ymin, wmax, wmin, y.shape[0])
+    return lo <= hi
+
 def _safe_weights(y, w):
-    "(`w` * 2**k, k) with the k of `_weight_exponent`; unit weights (None) stay None, k = 0."
-    if w is None: return None, 0
+    """(`w` * 2**k, k, exact) with the k of `_weight_exponent`; unit weights (None) stay None, k = 0. `exact` is False
+    when no k keeps every sum and product in range (weights and targets spanning too wide a range together): the
+    sums of `_pava_kernel` would then overflow or vanish, and the fit must pool means instead (`_isotonic_fit_means`)."""
+    if w is None: return None, 0, True
     k = _weight_exponent(y, w)
-    return (np.ldexp(w, k) if k else w), k
+    return (np.ldexp(w, k) if k else w), k, bool(_weights_fit(y, w))
+
+# %% ../nbs/01_pava.ipynb #6f708192
+@njit(cache=True, inline='always')
+def _pool_means(ma, wa, mb, wb):
+    "(mean, weight) of two pooled blocks by `isocal.core`'s `_pooled_mean`, kept within [ma, mb] (equal means: exact)."
+    W, ra, rb = _shares(wa, wb)
+    if ma == mb or wa == 0.0 or wb == 0.0: return (ma if wb == 0.0 else mb), W
+    m = _pooled_mean(ma, wa, mb, wb, ra, rb)
+    return min(max(m, min(ma, mb)), max(ma, mb)), W
+
+@njit(cache=True)
+def _pava_means_kernel(m_in, w, sign, means, wts, starts):
+    """Pool the values `m_in` (weights `w`) into monotone blocks by their means; returns the number of blocks.
+
+    Block b gets its mean in means[b], weight in wts[b] and first index in starts[b]; starts[nblocks] = n. The
+    outputs may be `m_in` and `w` themselves (block b is written at an index <= the sample being read)."""
+    n = m_in.shape[0]
+    top = 0
+    m, wt, start = m_in[0], w[0], 0
+    for i in range(1, n):
+        mi, wi = m_in[i], w[i]
+        if _means_violate(m, wt, mi, wi, sign):
+            m, wt = _pool_means(m, wt, mi, wi)
+            while top > 0 and _means_violate(means[top - 1], wts[top - 1], m, wt, sign):
+                top -= 1
+                m, wt = _pool_means(means[top], wts[top], m, wt)
+                start = starts[top]
+        else:
+            means[top], wts[top], starts[top] = m, wt, start
+            top += 1
+            m, wt, start = mi, wi, i
+    means[top], wts[top], starts[top] = m, wt, start
+    starts[top + 1] = n
+    return top + 1
+
+def _means_exponent(w, name: str = 'weights') -> int:
+    """The k <= 0 for which the weights `w` * 2**k add up to less than the float maximum with room for the roundings
+    of n additions (so no sum of weights overflows): 0 unless the weights add up to about that. A ValueError names
+    `name` if that scaling would round a positive weight (weights near the float maximum beside subnormal ones): the
+    fit would no longer be exact."""
+    log_total = float(np.log2(np.sum(np.ldexp(w, -64)))) + 64     # the total, scaled so that it cannot overflow
+    room = float(np.log2(1.0 + w.shape[0] * 2.0 ** -52)) + 2.0 ** -40
+    k = 0 if log_total + room < 1024 else 1023 - math.ceil(log_total + room)
+    positive = w[w > 0]
+    if k and not np.array_equal(np.ldexp(np.ldexp(positive, k), -k), positive):
+        raise ValueError(f"`{name}` span too wide a range to be pooled exactly in double precision: from "
+                         f"{positive.min():g} to {positive.max():g}, adding up beyond the float range; drop or "
+                         "rescale the smallest weights")
+    return k
 
 # %% ../nbs/01_pava.ipynb #225ad273
 class IsotonicResult(dict):
@@ -126,20 +198,35 @@ def isotonic_regression(y, weights=None, *, increasing: bool = True) -> Isotonic
     w = check_weights(weights, y.shape[0])
     return _isotonic_fit(y, w, 1.0 if check_increasing(increasing) else -1.0)
 
-def _isotonic_fit(y, w, sign) -> IsotonicResult:
-    "`isotonic_regression` of checked input: float64 targets `y`, weights `w` (None: unit weights), `sign` 1.0 or -1.0."
+def _isotonic_fit(y, w, sign, name: str = 'weights') -> IsotonicResult:
+    """`isotonic_regression` of checked input: float64 targets `y`, weights `w` (None: unit weights), `sign` 1.0 or
+    -1.0; `name` is the weights' argument in the one error left (weights spanning too wide a range)."""
     n = y.shape[0]
     x, wts, starts = np.empty(n), np.empty(n), np.empty(n + 1, dtype=np.intp)
     if n == 0:
         starts[0] = 0
         return IsotonicResult(x=x, weights=wts, blocks=starts)
-    w, k = _safe_weights(y, w)
-    nblocks = _pava_kernel(y, w, False, sign, x, wts, starts)
+    scaled, k, exact = _safe_weights(y, w)
+    if not exact: return _isotonic_fit_means(y, w, sign, name)
+    nblocks = _pava_kernel(y, scaled, False, sign, x, wts, starts)
     if w is None and not np.isfinite(x[:nblocks]).all():      # unit weights: a block sum overflowed
-        w, k = _safe_weights(y, np.ones(n))
-        nblocks = _pava_kernel(y, w, False, sign, x, wts, starts)
+        scaled, k, exact = _safe_weights(y, np.ones(n))
+        if not exact: return _isotonic_fit_means(y, None, sign, name)
+        nblocks = _pava_kernel(y, scaled, False, sign, x, wts, starts)
     _expand_levels(x, wts, starts, nblocks, x)
     with np.errstate(over='ignore'):      # a total weight beyond the float range is returned as inf
+        wts = np.ldexp(wts[:nblocks], -k) if k else wts[:nblocks]
+    return IsotonicResult(x=x, weights=wts, blocks=starts[:nblocks + 1])
+
+def _isotonic_fit_means(y, w, sign, name: str = 'weights') -> IsotonicResult:
+    "`_isotonic_fit` by pooling means (`_pava_means_kernel`), for data whose sums of products leave the float range."
+    n = y.shape[0]
+    w = np.ones(n) if w is None else w
+    k = _means_exponent(w, name)
+    means, wts, starts = np.empty(n), (np.ldexp(w, k) if k else w.copy()), np.empty(n + 1, dtype=np.intp)
+    nblocks = _pava_means_kernel(y, wts, sign, means, wts, starts)
+    x = np.repeat(means[:nblocks], np.diff(starts[:nblocks + 1]))
+    with np.errstate(over='ignore'):
         wts = np.ldexp(wts[:nblocks], -k) if k else wts[:nblocks]
     return IsotonicResult(x=x, weights=wts, blocks=starts[:nblocks + 1])
 
@@ -480,11 +567,44 @@ def _pool_distinct(ux, us, uw, m, sign):
 def _tie_blocks(x, y, w, sign, order=None, keep_ties=False):
     """Blocks of the secondary-ties squared-loss fit, (x_lo, x_hi, levels, starts among distinct scores, tie sums),
     the tie sums (sum w*y, sum w) copied only with `keep_ties`. The weights are rescaled as `isotonic_regression`
-    does, so no tie or block sum overflows."""
-    w, _ = _safe_weights(y, w)
+    does, so no tie or block sum overflows; data for which no rescaling keeps the sums in range are pooled by their
+    means (`_tie_blocks_means`), as `isotonic_regression` does."""
+    scaled, _, exact = _safe_weights(y, w)
+    if not exact: return _tie_blocks_means(x, y, w, sign, order, keep_ties)
     while True:
-        m, ux, us, uw = _distinct_score_sums(x, y, w, order)
+        m, ux, us, uw = _distinct_score_sums(x, y, scaled, order)
         ties = (us[:m].copy(), uw[:m].copy()) if keep_ties else None
         lo, hi, levels, starts = _pool_distinct(ux, us, uw, m, sign)
-        if w is not None or np.isfinite(levels).all(): return lo, hi, levels, starts, ties
-        w, _ = _safe_weights(y, np.ones(x.shape[0]))             # unit weights: a sum overflowed
+        if scaled is not None or np.isfinite(levels).all(): return lo, hi, levels, starts, ties
+        scaled, _, exact = _safe_weights(y, np.ones(x.shape[0]))    # unit weights: a sum overflowed
+        if not exact: return _tie_blocks_means(x, y, None, sign, order, keep_ties)
+
+@njit(cache=True)
+def _mean_ties(x, y, w, order, ux, um, uw):
+    """Pool runs of equal scores, taken in the sorted `order`, into (ux, um = weighted mean of y, uw = sum w) by
+    `_pooled_mean` (no products that could leave the float range); returns the number of runs."""
+    m = -1
+    for k in range(x.shape[0]):
+        i = order[k]
+        if m < 0 or x[i] != ux[m]:
+            m += 1
+            ux[m], um[m], uw[m] = x[i], y[i], w[i]
+        else:
+            um[m], uw[m] = _pool_means(um[m], uw[m], y[i], w[i])
+    return m + 1
+
+def _tie_blocks_means(x, y, w, sign, order=None, keep_ties=False):
+    """`_tie_blocks` by pooling means (`_mean_ties`, then `_pava_means_kernel`) for data whose sums of products leave
+    the float range. With `keep_ties` the tie "sums" are returned as (mean, 1) per tie of positive weight and
+    (0, 0) per tie of zero weight: their ratios, the tie means, are what the callers use."""
+    n = x.shape[0]
+    w = np.ones(n) if w is None else w
+    k = _means_exponent(w)
+    order = np.argsort(x, kind='stable') if order is None else order
+    ux, um, uw = np.empty(n), np.empty(n), np.empty(n)
+    m = _mean_ties(x, y, np.ldexp(w, k) if k else w, order, ux, um, uw)
+    ties = (np.where(uw[:m] > 0, um[:m], 0.0), (uw[:m] > 0).astype(np.float64)) if keep_ties else None
+    starts = np.empty(m + 1, dtype=np.intp)
+    nblocks = _pava_means_kernel(um[:m], uw[:m], sign, um, uw, starts)
+    lo, hi = ux[starts[:nblocks]], ux[starts[1:nblocks + 1] - 1]
+    return lo, hi, um[:nblocks].copy(), starts[:nblocks + 1], ties

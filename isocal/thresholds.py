@@ -12,12 +12,13 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .core import _two_sum, as_float_array, as_real_array, check_choice, check_same_length, check_weights
+from .core import (_two_sum, as_float_array, as_real_array, check_choice, check_integer, check_same_length,
+                         check_weights)
 from .pava import _radix_sort, _is_sorted
 
 # %% auto #0
-__all__ = ['TIE_ULPS', 'PIO_MIN_WORK', 'BLOCKS_PER_THREAD', 'loss_matrix', 'theorem2_holds', 'ThresholdProblem', 'prepare',
-           'ThresholdResult', 'threshold_labels', 'thresholds_dp', 'thresholds_io', 'thresholds_pio',
+__all__ = ['MAX_CLASSES', 'TIE_ULPS', 'PIO_MIN_WORK', 'BLOCKS_PER_THREAD', 'loss_matrix', 'theorem2_holds', 'ThresholdProblem',
+           'prepare', 'ThresholdResult', 'threshold_labels', 'thresholds_dp', 'thresholds_io', 'thresholds_pio',
            'optimal_thresholds', 'empirical_risk', 'ordinal_scores']
 
 # %% ../nbs/06_thresholds.ipynb #264ad95b
@@ -50,12 +51,14 @@ def theorem2_holds(loss, n_classes: int) -> bool:
     L = loss_matrix(loss, n_classes)
     return bool(np.all(L[:-2] - 2 * L[1:-1] + L[2:] >= 0))
 
+MAX_CLASSES = 2**16   # the most classes a threshold problem takes (its loss matrix has n_classes² entries)
+
 def _check_n_classes(n_classes) -> int:
-    if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)):
-        raise TypeError(f"`n_classes` must be an integer, got {n_classes!r}")
+    "`n_classes` as an int in [2, MAX_CLASSES] (`isocal.core.check_integer`)."
+    n_classes = check_integer(n_classes, 'n_classes', low=None, high=MAX_CLASSES)
     if n_classes < 2:
         raise ValueError(f"`n_classes` must be at least 2, got {n_classes}")
-    return int(n_classes)
+    return n_classes
 
 def _check_labels(y, n_classes: int, name: str = 'y') -> np.ndarray:
     "Labels 1..K as an integer array; 0-based labels are refused with a hint."

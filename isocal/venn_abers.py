@@ -10,7 +10,8 @@ import numbers
 import numpy as np
 from numba import njit
 
-from .core import as_float_array, as_real_array, check_choice, check_same_length
+from .core import (_asarray, as_float_array, as_real_array, check_choice, check_integer, check_same_length,
+                         check_seed)
 from .pava import _EVERY_FOLD, _class_tie_groups, _count_dtype, _counting_only, _is_sorted, _split_by_label
 from .portable import Fields, Portable, encode_floats
 
@@ -137,10 +138,8 @@ def _not_fitted(obj):
     return NotFittedError(f"this {type(obj).__name__} is not fitted yet: call `fit` first")
 
 def _check_integer(value, name: str) -> int:
-    "`value` as an int if it is a Python or NumPy integer (bools and floats are refused), else a TypeError."
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be an integer, got {value!r}")
-    return int(value)
+    "`value` as an int if it is a Python or NumPy integer that fits int64 (bools and floats are refused: TypeError)."
+    return check_integer(value, name, low=None)
 
 def _check_flag(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
@@ -369,11 +368,8 @@ def _check_n_splits(n_splits, n: int | None) -> int:
     return n_splits
 
 def _generator(random_state) -> np.random.Generator:
-    try:
-        return np.random.default_rng(random_state)
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"`random_state` must be None, a non-negative integer, a SeedSequence or a Generator, "
-                      f"got {random_state!r}") from e
+    "A NumPy Generator from `random_state`, checked by `isocal.core.check_seed` (a boolean is not a seed)."
+    return check_seed(random_state, 'random_state')
 
 def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=None, dtype='int64') -> np.ndarray:
     """Fold number (0 to n_splits - 1) of each of `n` samples: folds of near-equal size, random or contiguous. `dtype`
@@ -393,7 +389,7 @@ def fold_ids(n: int, n_splits: int = 5, *, shuffle: bool = True, random_state=No
 
 def _check_folds(folds) -> np.ndarray:
     "`folds` as a 1-D integer array (an object array of integers converted)."
-    f = np.asarray(folds)
+    f = _asarray(folds, 'folds')
     if f.dtype == object and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in f.flat):
         f = f.astype(np.int64)
     if f.ndim != 1 or f.dtype.kind not in 'iu':

@@ -801,7 +801,80 @@ def test_short_kernel_rows_are_the_full_table_columns(seed):
     fp, fn = rng.integers(0, 2, n).astype(float) / 3, -rng.integers(0, 2, n).astype(float) / 7
     lines = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
     for code, max_rows in ((_STOP_FIRST_MIN, 10 ** 9), (_STOP_ROWS, n), (_STOP_ROWS, 10 ** 9)):
-        full_f, full_i, step, crossings = _line_search_kernel(*lines, code, max_rows, np.inf, True)
-        short, none, step2, crossings2 = _line_search_kernel(*lines, code, max_rows, np.inf, False)
+        full_f, full_i, step, crossings, complete = _line_search_kernel(*lines, code, max_rows, np.inf, True)
+        short, none, step2, crossings2, complete2 = _line_search_kernel(*lines, code, max_rows, np.inf, False)
         np.testing.assert_array_equal(short, full_f[:, [0, 1, 2, 5]])
         assert step2 == step and crossings2 == crossings == full_i[:, 0].sum() and none.shape[0] == 0
+        assert complete2 == complete
+
+
+# ---------------------------------------------------------------- issue 30: aum_at on the searched path only
+
+def _random_model(seed, n=40, p=3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    y = (X[:, 0] + rng.normal(size=n) > 0).astype(int)
+    return binary_breakpoints(y), X, rng.normal(size=p), rng.normal(size=p)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("stop", ["first_min", "max_auc", 1, 3, "linear"])
+def test_aum_at_never_extrapolates_an_incomplete_path(seed, stop):
+    """Within the searched path aum_at is the exact AUM; beyond the last row of a path that did not see every crossing
+    it refuses (it used to extrapolate the last slope: 5.333 where the AUM was 14.0); a complete path is linear for
+    ever beyond its last row, and then matches the AUM there too."""
+    bp, X, w, d = _random_model(seed)
+    res = aum_line_search(bp, X, w, d, stop=stop)
+    full = aum_line_search(bp, X, w, d, stop="quadratic")
+    assert full.complete
+    last = res.step_size[-1]
+    for s in np.linspace(0, last, 7):
+        assert res.aum_at(s) == pytest.approx(aum(bp, X @ (w + s * d)).aum, rel=1e-9, abs=1e-12)
+    far = 3 * full.step_size[-1] + 1.0
+    assert full.aum_at(far) == pytest.approx(aum(bp, X @ (w + far * d)).aum, rel=1e-9, abs=1e-9)
+    if res.complete:
+        assert res.aum_at(far) == pytest.approx(full.aum_at(far), rel=1e-9, abs=1e-9)
+    else:
+        with pytest.raises(ValueError, match=r"`s` = .* lies beyond the searched path"):
+            res.aum_at(last * 1.01 + 1e-9)
+        with pytest.raises(ValueError, match=r"lies beyond the searched path"):
+            res.aum_at([0.0, far])
+
+
+def test_aum_at_stops_at_max_step():
+    bp, X, w, d = _random_model(0)
+    full = aum_line_search(bp, X, w, d, stop="quadratic")
+    cut = aum_line_search(bp, X, w, d, stop="quadratic", max_step=full.step_size[-1] / 2)
+    assert not cut.complete and cut.step_size[-1] == full.step_size[-1] / 2
+    assert cut.aum_at(cut.step_size[-1]) == pytest.approx(full.aum_at(cut.step_size[-1]), rel=1e-12, abs=1e-12)
+    with pytest.raises(ValueError, match="lies beyond the searched path"):
+        cut.aum_at(full.step_size[-1])
+
+
+@pytest.mark.parametrize("s, kind, message", [
+    (np.nan, ValueError, "`s` must be finite"), (np.inf, ValueError, "`s` must be finite"),
+    (None, TypeError, "`s` must hold real numbers"), ([[0.1]], ValueError, "`s` must be a number or one-dimensional"),
+    (True, TypeError, "`s` must hold real step sizes"), (np.array([True, False]), TypeError, "real step sizes"),
+    (np.datetime64("2020-01-01"), TypeError, "`s` must hold real numbers"), (-0.5, ValueError, "`s` must be >= 0"),
+    ("0.1", TypeError, "`s` must hold real numbers"), ([[0.1], [0.2, 0.3]], ValueError, "`s` is ragged"),
+])
+def test_aum_at_validates_its_argument(s, kind, message):
+    bp, X, w, d = _random_model(1)
+    res = aum_line_search(bp, X, w, d, stop="quadratic")
+    with pytest.raises(kind, match=message):
+        res.aum_at(s)
+    assert isinstance(res.aum_at(0), float) and res.aum_at([0, 0]).shape == (2,)
+
+
+@pytest.mark.parametrize("weights, direction, name", [
+    ([1.7e308, 1.7e308, 1.7e308], None, "`weights`"),
+    ([1.7e308, 1.7e308, 1.7e308], [1.0, 0.0, 0.0], "`weights`"),
+    ([1.0, 0.0, 0.0], [1.7e308, 1.7e308, 1.7e308], "`direction`"),
+])
+def test_aum_line_search_overflow_names_the_users_argument(weights, direction, name):
+    """Weights near the float maximum overflow X @ weights: the error names `weights` (it used to blame `intercept`,
+    an internal array the user never passed)."""
+    bp, X, _, _ = _random_model(2)
+    with pytest.raises(ValueError) as err:
+        aum_line_search(bp, X, np.array(weights), None if direction is None else np.array(direction))
+    assert name in str(err.value) and "intercept" not in str(err.value)

@@ -675,3 +675,52 @@ def test_no_kernel_is_compiled_for_a_literal_argument(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _LITERAL_SCAN, str(script)], env=env, capture_output=True, text=True,
                           check=True)
     assert proc.stdout == "", f"kernels compiled for literal arguments:\n{proc.stdout}"
+
+
+# ---------------------------------------------------------------- issue 30: the last small edges of core
+
+def test_not_finite_error_never_raises_itself():
+    from isocal.core import not_finite_error
+    err = not_finite_error('v', np.array([np.nan]), 5)          # used to raise IndexError
+    assert isinstance(err, ValueError) and "`v` must be finite" in str(err) and "index 5" in str(err)
+    assert str(not_finite_error('v', np.array([1.0, np.inf]), 1)) == "`v` must be finite (no NaN or inf), found inf at index 1"
+    assert "index 0" in str(not_finite_error('v', np.array([[np.nan]]), 0))
+
+
+@pytest.mark.parametrize("bad", [[[1.0, 2.0], [3.0]], [1.0, [2.0, 3.0]], [[[1.0]], [2.0]]])
+def test_ragged_input_names_the_argument(bad):
+    from isocal.core import as_float_array, as_real_array
+    for convert in (as_float_array, as_real_array):
+        with pytest.raises(ValueError, match=r"`y` is ragged: its nested sequences have different lengths"):
+            convert(bad, 'y')
+
+
+@pytest.mark.parametrize("call, kind, message", [
+    (lambda c: c.check_flag('False', 'progress'), TypeError, "`progress` must be True or False, got 'False'"),
+    (lambda c: c.check_flag(1, 'progress', allow_none=True), TypeError, "`progress` must be True, False or None, got 1"),
+    (lambda c: c.check_integer(2**70, 'n_bins'), ValueError, "`n_bins` must be an integer of at most 2**63 - 1"),
+    (lambda c: c.check_integer(np.float64(3.0), 'n_bins'), TypeError, "`n_bins` must be an integer, got"),
+    (lambda c: c.check_integer(np.True_, 'n_bins'), TypeError, "`n_bins` must be an integer"),
+    (lambda c: c.check_integer(-1, 'n', low=0), ValueError, "`n` must be a non-negative integer, got -1"),
+    (lambda c: c.check_real(0, 'panel_size', low=0, low_open=True), ValueError, "`panel_size` must lie in (0, inf), got 0.0"),
+    (lambda c: c.check_real(np.inf, 'eps'), ValueError, "`eps` must be finite, got inf"),
+    (lambda c: c.check_real(None, 'eps'), TypeError, "`eps` must be a real number, got None"),
+    (lambda c: c.check_seed(-1), ValueError, "`seed` must be None, a non-negative integer"),
+    (lambda c: c.check_seed(True, 'random_state'), TypeError, "`random_state` must be None, a non-negative integer"),
+    (lambda c: c.check_seed(2.0), TypeError, "`seed` must be None"),
+])
+def test_option_checkers(call, kind, message):
+    import isocal.core as c
+    with pytest.raises(kind) as err:
+        call(c)
+    assert message in str(err.value), str(err.value)
+
+
+def test_option_checkers_pass_good_values():
+    import isocal.core as c
+    assert c.check_flag(np.False_, 'f') is False and c.check_integer(np.int8(4), 'k') == 4
+    assert c.check_real(np.float32(0.5), 'x', low=0, high=1) == 0.5
+    g = np.random.default_rng(1)
+    assert c.check_seed(g) is g and c.check_seed(np.random.SeedSequence(3)).random() == np.random.default_rng(
+        np.random.SeedSequence(3)).random()
+    assert c.check_seed(2**100).random() == np.random.default_rng(2**100).random()

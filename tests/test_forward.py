@@ -318,9 +318,9 @@ from isocal.forward import heavy_weight  # noqa: E402
 @pytest.mark.parametrize("call, err, text", [
     (lambda: heavy_weight(-1), ValueError, "`t` must be a positive integer, got -1"),
     (lambda: heavy_weight(0), ValueError, "`t` must be a positive integer, got 0"),
-    (lambda: heavy_weight(2.5), TypeError, "`t` must be a positive integer, got 2.5"),
-    (lambda: heavy_weight("a"), TypeError, "`t` must be a positive integer, got 'a'"),
-    (lambda: heavy_weight(True), TypeError, "`t` must be a positive integer, got True"),
+    (lambda: heavy_weight(2.5), TypeError, "`t` must be an integer, got 2.5"),
+    (lambda: heavy_weight("a"), TypeError, "`t` must be an integer, got 'a'"),
+    (lambda: heavy_weight(True), TypeError, "`t` must be an integer, got True"),
     (lambda: heavy_weight(5, c="x"), TypeError, "`c`"),
     (lambda: ForwardLearner().predict(np.nan), ValueError, "`x` must be finite"),
     (lambda: ForwardLearner().predict("a"), TypeError, "`x` must be a real number"),
@@ -653,3 +653,45 @@ def test_no_kernel_raises_to_a_power():
               if any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)
                      for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(f)))))]
     assert powers == []
+
+
+# ---------------------------------------------------------------- issue 30: Heavy-γ with a tiny c
+
+def exact_plugged(x, y, i, z, w):
+    """ŷᵢ after replacing point i's label by z with weight w: exact PAVA in rational arithmetic (tied x pooled)."""
+    from fractions import Fraction
+    groups = {}
+    for j, (xj, yj) in enumerate(zip(x, y)):
+        s, t = groups.get(xj, (Fraction(0), Fraction(0)))
+        wj, lj = (Fraction(w), Fraction(z)) if j == i else (Fraction(1), Fraction(yj))
+        groups[xj] = (s + wj * lj, t + wj)
+    stack = []
+    for xj in sorted(groups):
+        s, t, xs = *groups[xj], [xj]
+        while stack and stack[-1][0] / stack[-1][1] >= s / t:
+            ps, pt, pxs = stack.pop()
+            s, t, xs = s + ps, t + pt, pxs + xs
+        stack.append((s, t, xs))
+    return next(float(s / t) for s, t, xs in stack if x[i] in xs)
+
+
+@pytest.mark.parametrize("c", [1e-300, 1e-200, 1e-17, 1e-5, 1e200])
+def test_heavy_with_extreme_c_is_exact(c):
+    x, y = np.array([.1, .2, .3, .4, .5]), np.array([0, 1, 0, 1, 1.0])
+    expect = [exact_plugged(x, y, i, 0.5, c) for i in range(5)]
+    np.testing.assert_allclose(loo_predictions(x, y, "heavy", c=c), expect, rtol=1e-14, atol=0)
+    if c == 1e-300:
+        np.testing.assert_array_equal(loo_predictions(x, y, "heavy", c=c), [0.5, 5e-301, 1.0, 0.5, 1.0])
+
+
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(st.lists(st.integers(0, 6), min_size=n, max_size=n),
+                                                       st.lists(st.integers(0, 1), min_size=n, max_size=n))),
+       st.sampled_from([1e-300, 1e-250, 1e-30, 1e-16, 1e250]), st.floats(0, 1))
+def test_heavy_predictions_relative_to_exact_on_binary_labels(data, c, gamma):
+    """On 0/1 labels every prediction agrees with exact rational arithmetic to relative rounding, however small:
+    predictions are formed from the unshifted label sums, and a tiny c is not lost among the running totals."""
+    x, y = (np.array(a, float) for a in data)
+    got = loo_predictions(x, y, "heavy", c=c, gamma=gamma)
+    expect = [exact_plugged(x, y, i, gamma, c) for i in range(len(x))]
+    np.testing.assert_allclose(got, expect, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(loo_all(x, y, c=c, gamma=gamma)["heavy"], expect, rtol=1e-13, atol=0)

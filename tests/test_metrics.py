@@ -42,13 +42,26 @@ def test_log_loss_worked_examples():
     assert log_loss([1], [0.25]) == 2.0
     assert log_loss([1, 1], [0.75, 0.25]) == pytest.approx((np.log2(4 / 3) + 2) / 2, rel=1e-15)
     assert log_loss([0, 1], [0.5, 0.5], base=np.e) == pytest.approx(LN2, rel=1e-15)
-    assert log_loss([0, 1], [0.0, 1.0]) == 0.0
+    assert log_loss([0, 1], [0.0, 1.0], eps=0) == 0.0
+
+
+def test_log_loss_clips_as_scikit_learn_by_default():
+    """The default eps="auto" is the machine epsilon of the probabilities' floating type, scikit-learn's clipping:
+    a calibrator's exact 0 or 1 on the wrong label costs log2(1/eps) bits, not inf, and agrees with scikit-learn."""
+    eps64, eps32 = np.finfo(np.float64).eps, np.finfo(np.float32).eps
+    assert log_loss([1], [0.0]) == pytest.approx(-np.log2(eps64), rel=1e-15)
+    assert log_loss([1], np.float32([0.0])) == pytest.approx(-np.log2(eps32), rel=1e-15)
+    assert log_loss([1], [0], base=np.e) == pytest.approx(sk_log_loss([1], [0.0], labels=[0, 1]), rel=1e-15)
+    y = np.array([0, 1, 1, 0, 1, 0])
+    for p, rel in ((np.array([0.0, 1.0, 0.0, 1.0, 0.3, 0.6]), 1e-12),     # scikit-learn computes float32 in float32
+                   (np.float32([0.0, 1.0, 0.0, 1.0, 0.3, 0.6]), 1e-6)):
+        assert log_loss(y, p, base=np.e) == pytest.approx(sk_log_loss(y, p), rel=rel)
 
 
 def test_log_loss_of_a_certain_mistake_is_infinite_unless_clipped_or_weightless():
-    assert log_loss([1, 0], [0.0, 0.0]) == np.inf
+    assert log_loss([1, 0], [0.0, 0.0], eps=0) == np.inf
     assert log_loss([1, 0], [0.0, 0.0], eps=1e-3) == pytest.approx((np.log2(1e3) - np.log2(1 - 1e-3)) / 2)
-    assert log_loss([1, 0], [0.0, 0.0], sample_weight=[0, 1]) == 0.0
+    assert log_loss([1, 0], [0.0, 0.0], sample_weight=[0, 1], eps=0) == 0.0
 
 
 def test_brier_and_ece_worked_examples():
@@ -166,7 +179,7 @@ def test_ranges_and_perfect_predictions(data):
     y, p, w = data
     assert 0.0 <= brier_score(y, p, sample_weight=w) <= 1.0
     assert log_loss(y, p, sample_weight=w) >= 0.0
-    assert log_loss(y, y) == 0.0 and brier_score(y, y) == 0.0 and expected_calibration_error(y, y) == 0.0
+    assert log_loss(y, y, eps=0) == 0.0 and brier_score(y, y) == 0.0 and expected_calibration_error(y, y) == 0.0
 
 
 @settings(max_examples=50, deadline=None)
@@ -193,14 +206,14 @@ ALL_METRICS = [log_loss, brier_score, brier_loss, expected_calibration_error, re
 BAD_INPUTS = [
     ([1, 2, 2], [0.5, 0.5, 0.5], ValueError, r"`y_true` must contain only the labels 0 and 1, got labels \{1, 2\}"),
     ([0, 1, -1], [0.5, 0.5, 0.5], ValueError, r"`y_true`.*labels \{-1, 0, 1\}"),
-    ([0, 1], [0.5, 1.5], ValueError, r"`p` must lie in \[0, 1\], found 1.5 at index 1"),
-    ([0, 1], [-0.1, 0.5], ValueError, r"`p` must lie in \[0, 1\], found -0.1 at index 0"),
-    ([0, 1], [0.5, np.nan], ValueError, r"`p` must be finite"),
+    ([0, 1], [0.5, 1.5], ValueError, r"`y_proba` must lie in \[0, 1\], found 1.5 at index 1"),
+    ([0, 1], [-0.1, 0.5], ValueError, r"`y_proba` must lie in \[0, 1\], found -0.1 at index 0"),
+    ([0, 1], [0.5, np.nan], ValueError, r"`y_proba` must be finite"),
     ([0, np.inf], [0.5, 0.5], ValueError, r"`y_true` must be finite"),
-    ([0, 1], [0.5, 0.5, 0.5], ValueError, r"length mismatch: `y_true` has 2, `p` has 3"),
+    ([0, 1], [0.5, 0.5, 0.5], ValueError, r"length mismatch: `y_true` has 2, `y_proba` has 3"),
     (["0", "1"], [0.5, 0.5], TypeError, r"`y_true` must hold real numbers"),
-    ([0, 1], ["a", "b"], TypeError, r"`p` must hold real numbers"),
-    ([0, 1], [[0.5, 0.5]], ValueError, r"`p` must be one-dimensional"),
+    ([0, 1], ["a", "b"], TypeError, r"`y_proba` must hold real numbers"),
+    ([0, 1], [[0.5, 0.5]], ValueError, r"`y_proba` must be one-dimensional"),
     ([], [], ValueError, r"`y_true` is empty"),
 ]
 
@@ -209,7 +222,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize("y, p, error, message", BAD_INPUTS)
 def test_bad_labels_and_probabilities_name_the_argument(metric, y, p, error, message):
     if metric is ALL_METRICS[-1]:
-        message = message.replace("`p`", r"`probs\['p'\]`")
+        message = message.replace("`y_proba`", r"`probs\['p'\]`")
     with pytest.raises(error, match=message):
         metric(y, p)
 
@@ -228,13 +241,14 @@ def test_bad_weights_name_the_argument(metric, weights, message):
 
 @pytest.mark.parametrize("metric", [expected_calibration_error, reliability_curve])
 @pytest.mark.parametrize("kwargs, message", [
-    ({"n_bins": 0}, r"`n_bins` must be a positive integer"),
-    ({"n_bins": 2.5}, r"`n_bins` must be a positive integer"),
-    ({"n_bins": True}, r"`n_bins` must be a positive integer"),
+    ({"n_bins": 0}, r"`n_bins` must be a positive integer, got 0"),
+    ({"n_bins": 2**70}, r"`n_bins` must be an integer of at most 16777216"),
+    ({"n_bins": 2.5}, r"`n_bins` must be an integer, got 2.5"),
+    ({"n_bins": True}, r"`n_bins` must be an integer, got True"),
     ({"strategy": "equal"}, r"`strategy` must be one of 'uniform', 'quantile'; got 'equal'"),
 ])
 def test_bad_binning_options(metric, kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, TypeError), match=message):
         metric([0, 1], [0.5, 0.5], **kwargs)
 
 
@@ -324,7 +338,7 @@ def test_reliability_band_effective_size_with_weights():
 
 @pytest.mark.parametrize("level", [0, 1, 1.5, -0.1, np.nan])
 def test_reliability_band_bad_level(level):
-    with pytest.raises(ValueError, match=r"`level` must lie in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"`level` must (lie in \(0, 1\)|be finite)"):
         reliability_band([0, 1], [0.5, 0.5], level=level)
 
 
@@ -357,7 +371,7 @@ def test_reliability_diagram_shades_one_band_per_model_unless_disabled():
     (lambda: reliability_band([0, 1], [0.5, 0.5], level=np.nan), ValueError, "`level`"),
     (lambda: reliability_diagram([0, 1], {"a": [0.5, 0.5]}, confidence="x"), TypeError, "`confidence`"),
     (lambda: reliability_diagram([0, 1], {"a": [0.5, 0.5]}, confidence=1.5), ValueError, "`confidence`"),
-    (lambda: reliability_curve([0, 1], [0.5, 0.5], n_bins="3"), ValueError, "`n_bins`"),
+    (lambda: reliability_curve([0, 1], [0.5, 0.5], n_bins="3"), TypeError, "`n_bins`"),
     (lambda: reliability_diagram([0, 1], {"a": [0.5, 0.5]}, ax="x"), TypeError, "`ax`"),
 ])
 def test_bad_options_name_the_argument(call, kind, words):
@@ -389,7 +403,7 @@ def test_brier_and_log_loss_extreme_weights_against_exact(data, factor):
     nats = [-mpmath.log(mpmath.mpf(float(pi))) if yi == 1 else -mpmath.log1p(-mpmath.mpf(float(pi))) for yi, pi in zip(y, p)]
     if all(mpmath.isfinite(v) for v in nats):
         ref = _exact_mean([float(v / mpmath.log(2)) for v in nats], w)
-        assert log_loss(y, p, sample_weight=w) == pytest.approx(ref, rel=1e-13, abs=1e-300)
+        assert log_loss(y, p, sample_weight=w, eps=0) == pytest.approx(ref, rel=1e-13, abs=1e-300)
 
 
 @settings(max_examples=100, deadline=None)
@@ -451,8 +465,8 @@ def test_log_loss_near_zero_probability_of_the_label_one():
     mpmath.mp.prec = 200
     for p in (1e-20, 3e-17, 1e-9, 0.3):
         ref = float(-mpmath.log(1 - mpmath.mpf(p)) / mpmath.log(2))
-        assert log_loss([0], [p]) == pytest.approx(ref, rel=1e-15, abs=0)
-        assert log_loss([0], [p], base=np.e) == pytest.approx(ref * float(mpmath.log(2)), rel=1e-15, abs=0)
+        assert log_loss([0], [p], eps=0) == pytest.approx(ref, rel=1e-15, abs=0)
+        assert log_loss([0], [p], base=np.e, eps=0) == pytest.approx(ref * float(mpmath.log(2)), rel=1e-15, abs=0)
 
 
 def test_wilson_lower_bound_has_no_cancellation():
@@ -567,11 +581,11 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
 @pytest.mark.parametrize("fn", [classwise_ece, top_label_ece, multiclass_brier_score, multiclass_log_loss])
 def test_multiclass_metrics_name_the_bad_argument(fn):
     good = np.array([[0.5, 0.5], [0.2, 0.8]])
-    with pytest.raises(ValueError, match="`P` must be a 2-D array"):
+    with pytest.raises(ValueError, match="`y_proba` must be a 2-D array"):
         fn([0, 1], [0.5, 0.5])
-    with pytest.raises(ValueError, match="the rows of `P` must sum to 1"):
+    with pytest.raises(ValueError, match="the rows of `y_proba` must sum to 1"):
         fn([0, 1], [[0.5, 0.6], [0.2, 0.8]])
-    with pytest.raises(ValueError, match="`P` must be finite"):
+    with pytest.raises(ValueError, match="`y_proba` must be finite"):
         fn([0, 1], [[np.nan, 0.5], [0.2, 0.8]])
     with pytest.raises(ValueError, match="`y_true` must hold class numbers 0 to 1"):
         fn([0, 2], good)
@@ -579,6 +593,8 @@ def test_multiclass_metrics_name_the_bad_argument(fn):
         fn([0, 0.5], good)
     with pytest.raises(ValueError, match="length mismatch"):
         fn([0, 1, 1], good)
+    with pytest.raises(ValueError, match=r"`y_true` must be one-dimensional.*the observed labels come first"):
+        fn(good, [0, 1])                            # swapped
 
 
 def test_multiclass_reliability_diagram_has_a_panel_per_class_and_the_top_label():
@@ -589,3 +605,38 @@ def test_multiclass_reliability_diagram_has_a_panel_per_class_and_the_top_label(
     plt.close(fig)
     with pytest.raises(ValueError, match="same number of columns"):
         multiclass_reliability_diagram([0, 1], {"a": [[0.5, 0.5]] * 2, "b": [[0.5, 0.25, 0.25]] * 2})
+
+
+# ---------------------------------------------------------------- issue 30: weighted quantile bins, argument order
+
+@settings(max_examples=100, deadline=None)
+@given(labelled_probabilities(max_size=60), st.integers(1, 8), st.integers(-60, 60))
+def test_quantile_bins_honour_sample_weight(data, n_bins, k):
+    """Quantile edges are weighted quantiles: each bin's weight is within one sample's weight of W / n_bins (the
+    ideal), equal weights give the unweighted edges, and only the ratios of the weights matter (2^k scaling)."""
+    from isocal.metrics import _bin_index
+    y, p, w = data
+    idx = _bin_index(p, n_bins, "quantile", w)
+    np.testing.assert_array_equal(_bin_index(p, n_bins, "quantile", np.ldexp(w, k)), idx)
+    np.testing.assert_array_equal(_bin_index(p, n_bins, "quantile", np.full(len(p), 0.7)),
+                                  _bin_index(p, n_bins, "quantile"))
+    per_bin = np.bincount(idx, weights=w, minlength=n_bins)
+    cum = np.cumsum(per_bin)                       # the first b bins hold about b / n_bins of the weight
+    ideal = w.sum() * np.arange(1, n_bins + 1) / n_bins
+    ties = max(np.bincount(np.unique(p, return_inverse=True)[1], weights=w))   # a tie group cannot be split
+    assert np.all(np.abs(cum - ideal) <= ties + w.max() + 1e-9 * w.sum())
+
+
+def test_quantile_bins_used_to_ignore_weights():
+    """Half the weight on the smallest probabilities: with two quantile bins the lower bin must hold those samples
+    alone (the unweighted median would put half of the samples in each)."""
+    p = np.linspace(0.05, 0.95, 10)
+    w = np.r_[np.full(2, 4.0), np.ones(8)]
+    assert reliability_curve(np.zeros(10), p, n_bins=2, strategy="quantile", sample_weight=w)[2].tolist() == [2, 8]
+
+
+@pytest.mark.parametrize("metric", ALL_METRICS)
+def test_probabilities_passed_as_labels_are_refused(metric):
+    y, p = np.array([0, 1, 1, 0]), np.array([0.2, 0.7, 0.9, 0.4])
+    with pytest.raises(ValueError, match=r"these look like probabilities, but the observed labels come first"):
+        metric(p, y)

@@ -300,3 +300,58 @@ def test_portable_unfitted_and_generator_seed():
     P = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4], [0.1, 0.9]])
     cal = MulticlassCalibrator(random_state=np.random.default_rng(0)).fit(P, [0, 1, 0, 1])
     assert cal.to_dict()["params"]["random_state"] is None   # a Generator only seeds `fit`; it is not stored
+
+
+# ---------------------------------------------------------------- issue 30: sample_weight, options
+
+@settings(max_examples=30, deadline=None)
+@given(grid_matrices(), st.sampled_from(STRATEGIES), st.integers(0, 2**32 - 1))
+def test_isotonic_sample_weight_is_row_repetition(data, strategy, seed):
+    """Integer weights give the calibrator of the rows repeated that many times (weight 0: left out)."""
+    P, y, _ = data
+    reps = np.random.default_rng(seed).integers(0, 4, size=len(y))
+    if not reps.any(): reps[0] = 1
+    rows = np.repeat(np.arange(len(y)), reps)
+    if strategy == "pairwise" and len(np.unique(y[rows])) < P.shape[1]:
+        return                                         # pairwise needs every class among the kept rows
+    weighted = MulticlassCalibrator("isotonic", strategy, min_samples=1).fit(P, y, sample_weight=reps)
+    repeated = MulticlassCalibrator("isotonic", strategy, min_samples=1).fit(P[rows], y[rows])
+    np.testing.assert_allclose(weighted.predict_proba(P), repeated.predict_proba(P), rtol=1e-12, atol=1e-12)
+
+
+def test_sample_weight_changes_the_isotonic_fit():
+    """The weights are used (before issue 30 `fit` took no sample_weight at all)."""
+    P = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8]])
+    y = np.array([0, 1, 1, 0])
+    plain = MulticlassCalibrator().fit(P, y).predict_proba(P)
+    heavy = MulticlassCalibrator().fit(P, y, sample_weight=[1, 1, 1, 9]).predict_proba(P)
+    assert not np.allclose(plain, heavy)
+
+
+@pytest.mark.parametrize("method", ["ivap", "cvap"])
+def test_venn_abers_methods_take_a_mask_and_refuse_other_weights(method):
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet([1, 1, 1], size=60)
+    y = np.r_[np.arange(3).repeat(5), rng.integers(0, 3, 45)]
+    keep = rng.random(60) < 0.7
+    keep[:15] = True
+    a = MulticlassCalibrator(method, random_state=0).fit(P, y, sample_weight=3.0 * keep).predict_proba(P)
+    b = MulticlassCalibrator(method, random_state=0).fit(P[keep], y[keep]).predict_proba(P)
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"`sample_weight` must be 0 or one common positive value"):
+        MulticlassCalibrator(method).fit(P, y, sample_weight=np.arange(60.0))
+
+
+@pytest.mark.parametrize("kwargs, fit_kwargs, message", [
+    ({"n_splits": 2**70}, {}, r"`n_splits` must be an integer of at most 2\*\*63 - 1"),
+    ({"n_splits": 2.0}, {}, r"`n_splits` must be an integer, got 2.0"),
+    ({"min_samples": 0}, {}, r"`min_samples` must be a positive integer, got 0"),
+    ({"random_state": -1}, {}, r"`random_state` must be None, a non-negative integer"),
+    ({}, {"sample_weight": [1.0, -1.0, 1.0, 1.0]}, r"`sample_weight` must be non-negative"),
+    ({}, {"sample_weight": [1.0, 1.0]}, r"length mismatch: `sample_weight` has 2"),
+    ({"classes": [[0, 1], [2]]}, {}, r"`classes` is ragged"),
+])
+def test_bad_options_and_weights_name_the_argument(kwargs, fit_kwargs, message):
+    P = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8]])
+    with pytest.raises((ValueError, TypeError), match=message):
+        MulticlassCalibrator(**kwargs).fit(P, [0, 1, 1, 0], **fit_kwargs)

@@ -1075,3 +1075,107 @@ def test_primary_ties_with_huge_values_and_weights():
     np.testing.assert_array_equal(st_.levels, [float((Fraction(1.7e308) + Fraction(1.6e308)) / 2), 1.7e308])
     tert = fit_staircase([0.0, 0.0, 1.0], [1.7e308, 1.6e308, 1.7e308], ties="tertiary")
     np.testing.assert_array_equal(tert.fitted, [1.7e308, 1.6e308, 1.7e308])
+
+
+# ================================================================================ issue 30: float32, tampered files
+
+@pytest.mark.parametrize("x_dtype, expect", [(np.float32, np.float32), (np.float64, np.float64), (np.int32, np.float64),
+                                             (np.float16, np.float64)])
+def test_calibrator_keeps_float32_like_scikit_learn(x_dtype, expect):
+    rng = np.random.default_rng(0)
+    x, y = (rng.random(50) * 100).astype(x_dtype), rng.random(50)
+    ours, theirs = IsotonicCalibrator().fit(x, y), IsotonicRegression().fit(x, y)
+    for a, b in ((ours.predict(x), theirs.predict(x)), (ours.transform(x), theirs.transform(x)),
+                 (ours.X_thresholds_, theirs.X_thresholds_), (ours.y_thresholds_, theirs.y_thresholds_)):
+        assert a.dtype == b.dtype == expect
+    # one rounding at the end: the float64 prediction rounded to float32
+    np.testing.assert_array_equal(ours.predict(x), IsotonicCalibrator().fit(x.astype(float), y).predict(x).astype(expect))
+
+
+@pytest.mark.parametrize("key, value", [("X_max_", "inf"), ("X_min_", "-inf"), ("X_max_", 1e300), ("X_min_", 0.0)])
+def test_from_dict_refuses_a_training_range_that_is_not_the_staircase(key, value):
+    from isocal.portable import PortableError
+    d = IsotonicCalibrator().fit([0.1, 0.4, 0.35, 0.8], [0.0, 1.0, 0.0, 1.0]).to_dict()
+    d["state"][key] = value
+    with pytest.raises(PortableError, match=rf"`state.{key}` must equal the staircase's"):
+        IsotonicCalibrator.from_dict(d)
+
+
+# ================================================================================ issue 30: sums beyond the float range
+
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+WIDE_WEIGHTS = [7.0, 1e300, 1e-300, 1.7e308, 3e-250, 1e308, 0.5]
+
+
+@st.composite
+def wide_range_problems(draw):
+    """Weights from 1e-300 to 1.7e308 and targets up to ±4e306 (where w·y overflows), or tiny targets with weights
+    from 1e-244 to 1e261 (where w·y underflows): data for which no power-of-two rescaling keeps the sums in range."""
+    n = draw(st.integers(2, 8))
+    if draw(st.booleans()):
+        w = draw(st.lists(st.sampled_from(WIDE_WEIGHTS), min_size=n, max_size=n))
+        y = draw(st.lists(st.floats(-4.2e306, 4.2e306).filter(lambda v: abs(v) > 1e290 or v == 0), min_size=n, max_size=n))
+    else:
+        w = draw(st.lists(st.sampled_from([1e-244, 1e261, 1e-81, 3.0, 1e200]), min_size=n, max_size=n))
+        y = [10.0 ** draw(st.integers(-200, -100)) * draw(st.floats(1, 9)) for _ in range(n)]
+    # distinct targets: blocks of exactly equal means are a matter of rounding in any float PAVA (SciPy's too)
+    assume(len(set(y)) == n)
+    return np.array(y), np.array(w), draw(st.booleans())
+
+
+def _exact_or_refused(y, w, increasing):
+    try:
+        res = isotonic_regression(y, w, increasing=increasing)
+    except ValueError as err:                       # allowed: a clear error naming the weights
+        assert "`weights` span too wide a range" in str(err)
+        return None
+    ref, starts, _ = exact_pava(list(y), list(w), increasing)
+    np.testing.assert_array_equal(res.blocks, starts)
+    np.testing.assert_allclose(res.x, as_floats(ref), rtol=1e-13, atol=0)
+    return res
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(wide_range_problems())
+def test_pava_with_sums_beyond_the_float_range_is_exact(problem):
+    y, w, increasing = problem
+    _exact_or_refused(y, w, increasing)
+
+
+@pytest.mark.parametrize("y, w, increasing, expect", [
+    ([1.0806551870439025e+303, -4.146227836353979e+306, -3.884600653489523e+306, 1.2949766170397408e+303,
+      1.3035574693908437e+301, -1.0071645991246597e+302], [7, 1e300, 1e-300, 7, 7, 7], True, [0, 2, 3, 6]),
+    ([1e-149, 1e-184, 1e-106], [1e-244, 1e261, 1e-81], False, [0, 1, 3]),
+])
+def test_pava_issue_30_examples(y, w, increasing, expect):
+    """The issue's two examples: the third point kept at -3.8846e306 (it used to be pooled into the first block, its
+    weight rounded to 0 by the rescaling), and [1e-149, 1e-184, 1e-184] (it used to be [1e-184] * 3)."""
+    res = _exact_or_refused(np.array(y), np.array(w, float), increasing)
+    np.testing.assert_array_equal(res.blocks, expect)
+    # the decreasing mirror, with the small weight on the last point
+    res_down = isotonic_regression(-np.array(y)[::-1], np.array(w, float)[::-1], increasing=increasing)
+    np.testing.assert_array_equal(res_down.x, -res.x[::-1])
+
+
+def test_fit_staircase_and_calibrator_pool_means_too():
+    y = np.array([1.0806551870439025e+303, -4.146227836353979e+306, -3.884600653489523e+306, 1.2949766170397408e+303,
+                  1.3035574693908437e+301, -1.0071645991246597e+302])
+    w = np.array([7, 1e300, 1e-300, 7, 7, 7])
+    expect = isotonic_regression(y, w).x
+    from isocal import fit_staircase
+    for ties in ("primary", "secondary", "tertiary"):
+        np.testing.assert_array_equal(fit_staircase(np.arange(6.0), y, w, ties=ties).fitted, expect)
+    np.testing.assert_array_equal(IsotonicCalibrator(interpolation="step").fit(np.arange(6.0), y, w).predict(np.arange(6.0)),
+                                  expect)
+    # tied scores: the tie's mean first, then pooling of means
+    x = np.array([0.0, 1.0, 1.0, 2.0])
+    st_ = fit_staircase(x, [1e306, -4e306, -3e306, 5e305], [7, 1e300, 1e-300, 7])
+    assert st_.fitted[1] == st_.fitted[2] and np.isfinite(st_.fitted).all()
+
+
+def test_weights_that_cannot_be_pooled_exactly_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"`weights` span too wide a range"):
+        isotonic_regression([2.0, 1.0, 3.0], [5e-324, 1.7e308, 1.7e308])
+    # weights that add up within the float range need no scaling: exact
+    assert isotonic_regression([1.0, 2.0], [5e-324, 1.7e308]).x.tolist() == [1.0, 2.0]

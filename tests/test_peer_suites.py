@@ -67,8 +67,6 @@ EXCLUDED = {
 _WORDING = ("raises the peer's exception type (ValueError) for the same input, worded isocal's way: the message names "
             "the argument the user passed, in backticks, and what is wrong with it (isocal's convention for bad "
             "input); the peer's `pytest.raises(match=...)` regex matches only the peer's own wording. ")
-_FLOAT64 = ("isocal computes in and returns float64 whatever the input dtype (DESIGN.md: 'float64 results'); "
-            "scikit-learn keeps float32 for float32 input. ")
 _SCIPY_SHAPE = _WORDING + "isocal names the argument that is not one-dimensional or has the wrong length: "
 EXPECTED_DIFFERENCES = {
     'sklearn::test_assert_raises_exceptions': _WORDING + "'length mismatch: `sample_weight` has 2, the data has 3', "
@@ -78,9 +76,6 @@ EXPECTED_DIFFERENCES = {
         "[0.0, 6.0] (out_of_bounds='raise')' (`T` is predict's argument)",
     'sklearn::test_isotonic_2darray_more_than_1_feature': _WORDING + "'`X` (fit) / `T` (predict, transform) must be "
         "1-D or a single column (n, 1), got shape (10, 2)'",
-    'sklearn::test_isotonic_dtype[float32]': _FLOAT64 + "Here: predict of float32 input",
-    **{f'sklearn::test_isotonic_mismatched_dtype[{t}]': _FLOAT64 + "Here: predict of float32 X (scikit-learn "
-       "returns X's dtype)" for t in ('int32', 'int64', 'float32', 'float64')},
     **{f'sklearn::test_get_feature_names_out[{shape}]': "the output feature is named after the estimator's class, "
        "as scikit-learn names it ('isotonicregression0'); isocal's class is IsotonicCalibrator, hence "
        "'isotoniccalibrator0'" for shape in ('1d', '2d')},

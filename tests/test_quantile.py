@@ -192,15 +192,15 @@ def test_quantile_decomposition_identity_and_signs(qs, ys, tau, weighted):
     from isocal.diagnostics import quantile_decomposition, quantile_recalibrate
     q, y = np.array(qs, float) / 2, np.array(ys[:len(qs)], float)
     w = np.arange(1.0, len(q) + 1) if weighted else None
-    d = quantile_decomposition(q, y, tau, sample_weight=w)
+    d = quantile_decomposition(y, q, tau, sample_weight=w)
     assert d.score == d.mcb - d.dsc + d.unc and d.mcb >= 0 and d.dsc >= 0
     keys = sorted(set(q))
     groups = [[v for v, k in zip(y, q) if k == key] for key in keys]
     gw = [[wi for wi, k in zip(np.ones(len(q)) if w is None else w, q) if k == key] for key in keys]
     expect = minmax_reference(groups, gw, tau)
-    assert quantile_recalibrate(q, y, tau, sample_weight=w).tolist() == [expect[keys.index(k)] for k in q]
+    assert quantile_recalibrate(y, q, tau, sample_weight=w).tolist() == [expect[keys.index(k)] for k in q]
     # the pinball means, exactly: S(q_hat) is the least of the three
-    s_hat = pinball(y, quantile_recalibrate(q, y, tau, w), np.ones(len(q)) if w is None else w, tau)
+    s_hat = pinball(y, quantile_recalibrate(y, q, tau, sample_weight=w), np.ones(len(q)) if w is None else w, tau)
     assert s_hat <= pinball(y, q, np.ones(len(q)) if w is None else w, tau) + 1e-12
 
 

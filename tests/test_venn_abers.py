@@ -1012,3 +1012,48 @@ def test_fold_ids_are_the_same_folds_in_every_dtype(n, n_splits, seed, shuffle, 
     small = fold_ids(n, n_splits, shuffle=shuffle, random_state=seed, dtype=dtype)
     assert small.dtype == dtype
     np.testing.assert_array_equal(small, fold_ids(n, n_splits, shuffle=shuffle, random_state=seed))
+
+
+# ---------------------------------------------------------------- issue 30: rounding of the base model's scores, names
+
+@pytest.mark.parametrize("method", ["ivap", "cvap"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_row_gets_the_same_probability_alone_or_in_a_batch(method, seed):
+    """scikit-learn's check_methods_subset_invariance, on more data: logistic regression scores one row in the last bit
+    differently from the same row in a batch; a calibration row predicted alone used to miss its tie with itself."""
+    rng = np.random.RandomState(seed)
+    X = 3 * rng.uniform(size=(40, 3))
+    y = X[:, 0].astype(int)
+    cal = VennAbersCalibrator(method=method, random_state=1).fit(X, y)
+    batch = cal.predict_proba(X)
+    alone = np.vstack([cal.predict_proba(X[i:i + 1]) for i in range(len(X))])
+    np.testing.assert_array_equal(alone, batch)
+
+
+def test_snap_to_calibration_ties_only_rounding_noise():
+    from isocal.calibration import _snap_to_calibration
+    cal = np.array([-2.0, 0.5, 3.0])
+    s = np.array([0.5 + 1e-16, 3.0 - 4e-16, 0.5 + 1e-6, -2.0, 10.0, -4.5e307])
+    np.testing.assert_array_equal(_snap_to_calibration(s, cal), [0.5, 3.0, 0.5 + 1e-6, -2.0, 10.0, -4.5e307])
+    np.testing.assert_array_equal(_snap_to_calibration(np.array([1.0 + 1e-15]), np.array([1.0])), [1.0])
+    fill = np.array([np.finfo(float).min / 4, 1.0])      # a class a fold never saw does not set the scale
+    np.testing.assert_array_equal(_snap_to_calibration(np.array([1e300]), fill), [1e300])
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda X, y: VennAbersCalibrator().fit(np.r_[X[:-1], [[np.nan] * X.shape[1]]], y), "`X`"),
+    (lambda X, y: VennAbersCalibrator().fit([[1.0, 2.0], [3.0]], [0, 1]), "`X`"),
+    (lambda X, y: VennAbersCalibrator().fit(X, np.c_[y, y]), "`y`"),
+    (lambda X, y: VennAbersCalibrator().fit(X, [[0, 1], [1]]), "`y` is ragged"),
+    (lambda X, y: VennAbersCalibrator().fit(X, np.where(y == 1, np.nan, 0.0)), "`y`"),
+    (lambda X, y: VennAbersCalibrator().fit(X, y[:-1]), "length mismatch: `X` has"),
+    (lambda X, y: VennAbersCalibrator().fit(X, y, sample_weight=np.ones(3)), "`sample_weight`"),
+    (lambda X, y: VennAbersCalibrator().fit(X, y, sample_weight=np.r_[np.ones(len(y) - 1), np.nan]), "`sample_weight`"),
+    (lambda X, y: VennAbersCalibrator().fit(X, y).predict_proba(X[:, :1]), "`X`"),
+    (lambda X, y: VennAbersCalibrator(random_state=-1).fit(X, y), "`random_state`"),
+])
+def test_errors_name_x_y_and_sample_weight(call, name):
+    X, y = binary_data(60)
+    with pytest.raises((ValueError, TypeError)) as err:
+        call(X, y)
+    assert name in str(err.value), str(err.value)
