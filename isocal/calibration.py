@@ -127,6 +127,8 @@ def _not_portable(model: str) -> str:
             "layer instead: fit `VennAbers` (IVAP) or `CrossVennAbers` (CVAP) of isocal.venn_abers on the base "
             "model's scores (they save as JSON) and store the model by your own means")
 
+_FOLD_ROLES = ('calibration', 'proper_training')   # what each CVAP fold is: see `VennAbersCalibrator`
+
 class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
     """Venn–Abers calibration of a scikit-learn classifier (IVAP or CVAP).
 
@@ -139,15 +141,19 @@ class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
         `n_splits` times, Algorithm 7).
     cal_size : float in (0, 1) or int, the calibration share or size for IVAP.
     n_splits : int >= 2, the number of CVAP folds.
+    fold_role : "calibration" (each CVAP fold is the calibration set of a model trained on the other folds,
+        Algorithm 7) or "proper_training" (each fold is the training set of a model calibrated on the other folds:
+        the paper's CVAP for ratios a:b with a < b, Figures 13-14).
     merge : "log" or "brier", the minimax merge of (p0, p1).
     multiclass : "ovr" or "pairwise", see the notebook.
     prefit : bool, `estimator` is already fitted: `fit(X, y)` only calibrates on (X, y) (an IVAP).
     shuffle : bool, random (stratified) folds and split; False: contiguous.
     random_state : int, RandomState or None, for the split and the folds.
     """
-    def __init__(self, estimator=None, *, method='ivap', cal_size=0.2, n_splits=5, merge='log', multiclass='ovr',
-                 prefit=False, shuffle=True, random_state=None):
+    def __init__(self, estimator=None, *, method='ivap', cal_size=0.2, n_splits=5, fold_role='calibration', merge='log',
+                 multiclass='ovr', prefit=False, shuffle=True, random_state=None):
         self.estimator, self.method, self.cal_size, self.n_splits = estimator, method, cal_size, n_splits
+        self.fold_role = fold_role
         self.merge, self.multiclass, self.prefit = merge, multiclass, prefit
         self.shuffle, self.random_state = shuffle, random_state
 
@@ -179,6 +185,7 @@ class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
     def _check_options(self):
         "Every option, used or not by the chosen method (`n_splits` and `cal_size` against the data when used)."
         check_choice(self.method, 'method', ('ivap', 'cvap'))
+        check_choice(self.fold_role, 'fold_role', _FOLD_ROLES)
         check_choice(self.merge, 'merge', MERGES)
         check_choice(self.multiclass, 'multiclass', ('ovr', 'pairwise'))
         _check_flag(self.shuffle, 'shuffle')
@@ -250,7 +257,8 @@ class VennAbersCalibrator(Portable, ClassifierMixin, BaseEstimator):
         else:
             _check_n_splits(self.n_splits, n)
             self.estimators_, self.calibrators_ = [], []
-            for train, cal in self._folds(X, y_idx):
+            for fold_rest, fold in self._folds(X, y_idx):
+                train, cal = (fold, fold_rest) if self.fold_role == 'proper_training' else (fold_rest, fold)
                 model = clone(self._template()).fit(X[train], y[train], **self._subset(fit_params, train, n))
                 self.estimators_.append(model)
                 self.calibrators_.append(self._fit_ivaps(self._scores(model, X[cal]), y_idx[cal]))

@@ -760,6 +760,58 @@ def test_calibrator_cvap_equals_crossvennabers_of_its_models():
         assert np.all((lo <= p) & (p <= hi))
 
 
+class _RecordingLR:
+    "A LogisticRegression that records the rows it was trained on."
+    def __new__(cls, *args, **kwargs):
+        from sklearn.linear_model import LogisticRegression
+
+        class _Recording(LogisticRegression):
+            def fit(self, X, y, sample_weight=None):
+                self.trained_on_ = np.asarray(X).copy()
+                return super().fit(X, y, sample_weight=sample_weight)
+        return _Recording(*args, **kwargs)
+
+
+@pytest.mark.parametrize("fold_role", ["calibration", "proper_training"])
+def test_calibrator_fold_role_trains_on_the_other_folds_or_on_one(fold_role):
+    X, y = binary_data(n=300, seed=8)
+    cal = VennAbersCalibrator(_RecordingLR(), method="cvap", n_splits=5, fold_role=fold_role, random_state=0).fit(X, y)
+    trained = [len(m.trained_on_) for m in cal.estimators_]
+    calibrated = [c[0].n_samples_ for c in cal.calibrators_]
+    assert [t + c for t, c in zip(trained, calibrated)] == [300] * 5
+    folds = sorted(calibrated if fold_role == "calibration" else trained)
+    assert sum(folds) == 300 and folds[-1] - folds[0] <= 1           # each fold plays its role once
+    rows = {tuple(r) for m in cal.estimators_ for r in m.trained_on_}
+    assert len(rows) == 300                                             # every row trains some model
+
+
+def test_calibrator_fold_role_proper_training_swaps_the_folds_of_the_default():
+    X, y = binary_data(n=300, seed=9)
+    Xt, _ = binary_data(50, seed=10)
+    cals = {r: VennAbersCalibrator(_RecordingLR(), method="cvap", n_splits=4, fold_role=r, random_state=0).fit(X, y)
+            for r in ("calibration", "proper_training")}
+    default, swapped = (cals[r] for r in ("calibration", "proper_training"))
+    for a, b in zip(default.estimators_, swapped.estimators_):
+        assert len(a.trained_on_) + len(b.trained_on_) == 300
+        assert not {tuple(r) for r in a.trained_on_} & {tuple(r) for r in b.trained_on_}
+    for model, ivaps in zip(swapped.estimators_, swapped.calibrators_):  # model j calibrated on the rest, by hand
+        mask = ~np.isin(np.arange(300), [i for i, r in enumerate(X) if tuple(r) in {tuple(t) for t in model.trained_on_}])
+        ref = VennAbers().fit(model.decision_function(X[mask]), y[mask])
+        np.testing.assert_array_equal(ivaps[0].predict_interval(model.decision_function(Xt)),
+                                      ref.predict_interval(model.decision_function(Xt)))
+
+
+def test_calibrator_fold_role_is_irrelevant_with_two_folds_and_checked_always():
+    X, y = binary_data(seed=11)
+    p = [VennAbersCalibrator(method="cvap", n_splits=2, fold_role=r, random_state=0).fit(X, y).predict_proba(X)
+         for r in ("calibration", "proper_training")]
+    np.testing.assert_allclose(p[0], p[1], rtol=0, atol=1e-15)
+    for method in ("ivap", "cvap"):
+        with pytest.raises(ValueError, match="`fold_role` must be one of"):
+            VennAbersCalibrator(method=method, fold_role="train").fit(X, y)
+    assert VennAbersCalibrator(fold_role="proper_training").get_params()["fold_role"] == "proper_training"
+
+
 def test_calibrator_string_labels_and_fit_params_pass_through():
     X, y = binary_data(seed=7)
     labels = np.where(y == 1, "spam", "ham")
