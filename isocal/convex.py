@@ -290,16 +290,21 @@ def _power_of_two_scale(big, limit):
     e = int(np.frexp(big)[1])
     return 1.0 if -limit <= e <= limit else float(np.ldexp(1.0, e - 1))
 
-def _target_scale(loss, y):
-    """(loss', S): S = 1, or a power of two such that targets y/S are of order one when they are so large (or small)
-    that residuals or summed derivatives could overflow (or underflow); loss' is the loss whose minimisers on the
-    targets y/S are the original ones divided by S (`Loss._rescaled`)."""
+def _scale_for(loss, big):
+    """(loss', S) for targets whose largest magnitude is `big`: S = 1, or a power of two such that targets y/S are of
+    order one when they are so large (or small) that residuals or summed derivatives could overflow (or underflow);
+    loss' is the loss whose minimisers on the targets y/S are the original ones divided by S (`Loss._rescaled`)."""
     limit = 1000
     if loss.code == _LP: limit = int(min(1000, 500 / max(loss.p - 1.0, 0.5)))   # |r|^(p-1)
     if loss.code == _SQUARED_QUARTIC: limit = 300                                    # a r³
-    S = _power_of_two_scale(float(np.max(np.abs(y))) if len(y) else 0.0, limit)
+    S = _power_of_two_scale(big, limit)
     scaled = loss._rescaled(S) if S != 1.0 else None
-    if scaled is None: return loss, 1.0
+    return (loss, 1.0) if scaled is None else (scaled, S)
+
+def _target_scale(loss, y):
+    "`_scale_for` the targets `y`, refusing a scaling that would flush a small target to (almost) 0."
+    scaled, S = _scale_for(loss, float(np.max(np.abs(y))) if len(y) else 0.0)
+    if S == 1.0: return loss, 1.0
     lost = (y / S) * S != y                    # the small targets must survive the division exactly
     if np.any(lost):
         raise ValueError(f"`targets` span too wide a range for {loss} in double precision: {float(np.max(np.abs(y))):g} "

@@ -281,7 +281,7 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
             row[_HI], row[_DHI] = z, T
             if imax + 4.0 * _EPS * A < 0.0: row[_SINGLE] = 1.0     # every interior prefix sum below: one block
         else: row[_LO], row[_DLO] = z, T
-        far = abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # the root still far: cheap Newton steps
+        far = 0.0 < Ht and abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # root still far: cheap Newton
         row[_TH], row[_D], row[_H] = z, T, Ht
         row[_MODE] = row[_MODE] + 1.0 if side == row[_RUN] and not far else 0.0
         row[_RUN] = side
@@ -325,7 +325,7 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol):
             A, imax, tie = row[_A], row[_IMAX], row[_TIE] > 0.0
         else:
             kb, best, _, total, Ht, Hb, A, margin, bound, imax, tie = _scan(code, params, y, w, cut, s, e, z,
-                                                                          row[_SINGLE] > 0.0, True)
+                                                                          row[_SINGLE] > 0.0, e > s)   # (P_s counts)
             Pb, T = best[0] + best[1], total[0] + total[1]
             stats[0] += e - s
             if Ht < 0.0: return _NONCONVEX, top

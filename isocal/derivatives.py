@@ -69,6 +69,7 @@ def _d12(code, params, z, y):
         return c * r, c
     if code == _SQUARED_QUARTIC: return r + params[0] * r * r * r, 1.0 + 3.0 * params[0] * r * r
     if code == _CUSTOM: return _custom12(code, params, z, y)
+    if code == _QUANTILE: return (1.0 - params[0] if z >= y else -params[0]), 0.0   # a right derivative
     return _closed12(code, params, z, y)
 
 @njit(cache=True)

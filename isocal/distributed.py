@@ -281,16 +281,29 @@ def _piece_summary(x, y, w, sign, primary, k):
     return _partition_summary(x, _as_values(y), _scaled_weights(None if w is None else _as_values(w), x.shape[0], k),
                               sign, primary)
 
-def _weighted_mean_loss(loss):
-    "None for the squared loss, the `isocal.convex` loss if its block minimiser is the weighted mean, else an error."
+def _dask_loss(loss):
+    """None for the squared loss, else the `isocal.convex` loss: a weighted-mean one is pooled by summaries, another
+    built-in one decomposed over the partitions (`isocal.distributed_convex`); a custom loss is not supported."""
     if isinstance(loss, str) and loss == 'squared': return None
-    from isocal.convex import get_loss
+    from isocal.convex import CustomLoss, get_loss
     loss = get_loss(loss)
-    if not loss.closed_form:
-        raise NotImplementedError(f"fit_isotonic_dask pools (Σw·y, Σw) summaries, which determine a block's level only "
-                                  f"for losses minimised by the weighted mean (squared, logloss, poisson, gamma), "
-                                  f"not {loss}")
+    if isinstance(loss, CustomLoss):
+        raise NotImplementedError(f"fit_isotonic_dask fits the built-in losses; a custom loss ({loss}) compiles its "
+                                  f"kernels in this process only: fit it in memory with fit_staircase")
     return loss
+
+def _sorted_parts(pieces, presorted, shuffle_method, primary, sign):
+    "The per-partition Delayed (x, y, w) arrays in score order (Dask's sort unless `presorted`)."
+    from dask import delayed
+    from isocal.distributed_convex import _arrays, _frame_arrays
+    xs, ys, ws = pieces['x'], pieces['y'], pieces.get('weights', [None] * len(pieces['x']))
+    if presorted: return [delayed(_arrays)(x, y, w) for x, y, w in zip(xs, ys, ws)]
+    import dask.dataframe as dd
+    meta = _frame(np.empty(0), np.empty(0), None if ws[0] is None else np.empty(0))
+    df = dd.from_delayed([delayed(_frame)(x, y, w) for x, y, w in zip(xs, ys, ws)], meta=meta, verify_meta=False)
+    by, ascending = (['x', 'y'], [True, sign > 0]) if primary else ('x', True)
+    return [delayed(_frame_arrays)(part) for part in df.sort_values(by, ascending=ascending,
+                                                                    shuffle_method=shuffle_method).to_delayed()]
 
 def _plan(pieces, sign, presorted, shuffle_method=None, primary=False, k=0):
     "The Delayed (x_lo, x_hi, levels) of the fit of the validated per-partition pieces, weights scaled by 2^k."
@@ -367,8 +380,18 @@ def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str 
     check_choice(out_of_bounds, 'out_of_bounds', tuple(_OOB))
     if not isinstance(presorted, (bool, np.bool_)): raise TypeError(f"`presorted` must be True or False, got {presorted!r}")
     if shuffle_method is not None: check_choice(shuffle_method, 'shuffle_method', ('tasks', 'p2p', 'disk'))
-    loss = _weighted_mean_loss(loss)
+    loss = _dask_loss(loss)
     primary = ties == 'primary'
+    if loss is not None and not loss.closed_form:
+        if ties != 'secondary':
+            raise NotImplementedError(f"fit_isotonic_dask fits {loss} with ties='secondary' (tied scores share a "
+                                      f"level); for ties={ties!r} fit in memory with fit_staircase")
+        from isocal.distributed_convex import fit_general_dask
+        pieces, _ = _validated_pieces(x, y, weights, loss, 0.0 if presorted else None)
+        lo, hi, levels = fit_general_dask(_sorted_parts(pieces, bool(presorted), shuffle_method, False, sign), loss,
+                                          sign)
+        return Staircase(lo, hi, levels, increasing=sign > 0, interpolation=interpolation,
+                         out_of_bounds=out_of_bounds)
     pieces, k = _validated_pieces(x, y, weights, loss, (sign if primary else 0.0) if presorted else None)
     lo, hi, levels = _merge_rounding_splits(*_plan(pieces, sign, bool(presorted), shuffle_method, primary, k).compute())
     return Staircase(lo, hi, levels, increasing=sign > 0, interpolation=interpolation, out_of_bounds=out_of_bounds)

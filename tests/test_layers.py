@@ -47,6 +47,7 @@ LAYERS = {
     # distributed is here, below the estimators, not above them: IsotonicCalibrator accepts Dask collections and must
     # call fit_isotonic_dask, and keeping that behaviour requires distributed below the estimators.
     'distributed': 3,
+    'distributed_convex': 3,
     # 4. estimators and diagnostics
     'isotonic': 4,
     'calibration': 4,
