@@ -686,9 +686,15 @@ def fix_anchors(out):
 KATEX = '0.19.1'  # pinned; `npm pack` fetches it once into CACHE
 CACHE = Path(os.environ.get('ISOCAL_DOCS_CACHE') or Path.home()/'.cache'/'isocal-docs')
 
+def katex_available():
+    "Can the build get KaTeX: the tarball is in CACHE, or npm is there to fetch it?"
+    return (CACHE/f'katex-{KATEX}.tgz').exists() or shutil.which('npm') is not None
+
 def install_katex(out):
     "Copy KaTeX's dist (js, css, woff2 fonts) into `out/katex/` from the `npm pack katex@KATEX` tarball in CACHE"
     tgz = CACHE/f'katex-{KATEX}.tgz'
+    if not tgz.exists() and shutil.which('npm') is None:
+        raise SystemExit(f'KaTeX {KATEX} is not in {CACHE} and npm is not installed to fetch it: apt-get install npm')
     if not tgz.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(['npm', 'pack', '--quiet', f'katex@{KATEX}', '--pack-destination', str(CACHE)], check=True,

@@ -7,7 +7,9 @@ Chromium driven over the DevTools protocol (websocket-client): title with the si
 decoded with alt text, KaTeX-rendered maths where the notebook has math, figures where it plots, no leftover
 nbdev/Quarto syntax, no network loads beyond the local server, no broken internal links, nothing wider than the page
 at 400 px and at desktop width. Search must find the PAVA page. Screenshots of three pages go to
-`_docs_screenshots/` for CI. Missing Chromium is a failure, not a skip (set $CHROMIUM to use another binary).
+`_docs_screenshots/` (ignored by git; .ci/run prints its path) for CI. Without Chromium (or without npm, which
+fetches KaTeX for the build) these tests are skipped with the reason, or fail under ISOCAL_NO_SKIP=1, as in CI
+(`.ci/chrome.py`); $CHROMIUM names another binary.
 
 The API reference is checked from the built files against isocal itself (test_api_*, no browser): every public name
 of every module (its `__all__`, and each public class's members by `build_docs.api_members`, the one statement of
@@ -28,17 +30,20 @@ from bs4 import BeautifulSoup
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT/'_docs'
 SHOTS = ROOT/'_docs_screenshots'
-CHROMIUM = os.environ.get('CHROMIUM') or shutil.which('chromium') or '/usr/bin/chromium'  # env var: another build
 _spec = importlib.util.spec_from_file_location('build_docs', ROOT/'.ci'/'build_docs.py')
 bd = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(bd)
 SRC = Path(os.environ.get('ISOCAL_DOCS_NBS') or bd.NBS)  # executed notebooks the site is built from
 PAGES = bd.page_stems(nbs=SRC)
-_local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never send 127.0.0.1 through a proxy
+_cspec = importlib.util.spec_from_file_location('chrome', ROOT/'.ci'/'chrome.py')
+ch = importlib.util.module_from_spec(_cspec); _cspec.loader.exec_module(ch)
+Chrome, _local = ch.Chrome, ch._local
 
 
 @pytest.fixture(scope='module')
 def site(request):
     "Build the site once per test run (xdist workers share one build through a lock and a stamp): {rc, log}"
+    if not bd.katex_available():
+        ch.missing('npm not found: the docs build fetches KaTeX with `npm pack` once (apt-get install npm)')
     uid = getattr(request.config, 'workerinput', {}).get('testrunuid')  # same in all xdist workers of one run
     DOCS.mkdir(exist_ok=True)
     stamp = DOCS/'.build.json'
@@ -64,76 +69,10 @@ def server(site):
     httpd.shutdown(); httpd.server_close()
 
 
-class Chrome:
-    "Minimal Chrome DevTools protocol client: one headless Chromium, one tab"
-    def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix='chromium-')
-        self.proc = subprocess.Popen(
-            [CHROMIUM, '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-             '--disable-component-update', '--no-first-run', '--disable-sync', f'--user-data-dir={self.tmp}',
-             '--remote-debugging-port=0', '--window-size=1280,900', 'about:blank'],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port_file, t0 = Path(self.tmp)/'DevToolsActivePort', time.time()
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if self.proc.poll() is not None or time.time() - t0 > 60: raise RuntimeError('Chromium did not start')
-            time.sleep(0.1)
-        port = port_file.read_text().split()[0]
-        tabs = json.load(_local.open(f'http://127.0.0.1:{port}/json/list', timeout=10))
-        url = next(t['webSocketDebuggerUrl'] for t in tabs if t['type'] == 'page')
-        self.ws = websocket.create_connection(url, timeout=120, suppress_origin=True)
-        self.n, self.events = 0, []
-        for domain in ('Page', 'Network', 'Runtime', 'Log'): self.send(f'{domain}.enable')
-
-    def send(self, method, **params):
-        "Call a DevTools method and return its result (events arriving meanwhile are kept in `events`)"
-        self.n += 1
-        self.ws.send(json.dumps({'id': self.n, 'method': method, 'params': params}))
-        while (msg := json.loads(self.ws.recv())).get('id') != self.n: self.events.append(msg)
-        if 'error' in msg: raise RuntimeError(f'{method}: {msg["error"]}')
-        return msg['result']
-
-    def open(self, url):
-        "Navigate to `url` and wait for its load event; returns the URLs of all requests the page made"
-        self.events = []
-        self.send('Page.navigate', url=url)
-        while not any(e.get('method') == 'Page.loadEventFired' for e in self.events):
-            self.events.append(json.loads(self.ws.recv()))
-        return [e['params']['request']['url'] for e in self.events if e.get('method') == 'Network.requestWillBeSent']
-
-    def errors(self):
-        "Console errors, uncaught exceptions and failed loads since the last `open`"
-        out = []
-        for e in self.events:
-            m, p = e.get('method'), e.get('params', {})
-            if m == 'Runtime.exceptionThrown': out.append(p['exceptionDetails'].get('exception', {}).get('description')
-                                                          or p['exceptionDetails'].get('text'))
-            elif m == 'Runtime.consoleAPICalled' and p.get('type') == 'error':
-                out.append(' '.join(str(a.get('value', a.get('description'))) for a in p.get('args', [])))
-            elif m == 'Log.entryAdded' and p['entry'].get('level') == 'error': out.append(p['entry'].get('text'))
-        return out
-
-    def width(self, px):
-        "Emulate a viewport `px` wide (900 high)"
-        self.send('Emulation.setDeviceMetricsOverride', width=px, height=900, deviceScaleFactor=1, mobile=False)
-
-    def js(self, expr):
-        "Value of JavaScript expression `expr` (promises awaited)"
-        r = self.send('Runtime.evaluate', expression=expr, returnByValue=True, awaitPromise=True)
-        if 'exceptionDetails' in r: raise RuntimeError(r['exceptionDetails'])
-        return r['result'].get('value')
-
-    def close(self):
-        self.ws.close()
-        self.proc.terminate()
-        try: self.proc.wait(10)
-        except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
 @pytest.fixture(scope='module')
 def chrome():
-    "A headless Chromium, or None if it is not installed (the tests then fail with a clear message)"
-    if not Path(CHROMIUM).exists(): yield None; return
+    "A headless Chromium (the tests that use it are skipped, or fail in CI, without one)"
+    ch.need_chromium()
     c = Chrome()
     yield c
     c.close()
@@ -141,11 +80,6 @@ def chrome():
 
 def test_build(site):
     assert site['rc'] == 0, f"docs build failed:\n{site['log']}"
-
-
-def need(chrome):
-    assert chrome is not None, (f'Chromium not found at {CHROMIUM}: the docs tests need it '
-                                '(Debian/Ubuntu: apt-get install chromium)')
 
 
 PAGE_INFO = """(async () => {
@@ -199,7 +133,6 @@ def ids_of(html_file):
 
 @pytest.mark.parametrize('stem', PAGES)
 def test_page(site, server, chrome, stem):
-    need(chrome)
     page = DOCS/f'{stem}.html'
     assert page.exists(), f'{page} was not built (see test_build)'
     chrome.width(1280)
@@ -275,7 +208,6 @@ SEARCH = """(async () => {
 
 def test_search(site, server, chrome):
     "Pagefind's search box, served: 'pool adjacent violators' finds the PAVA page first"
-    need(chrome)
     chrome.width(1280)
     chrome.open(server + 'index.html')
     hits = chrome.js(SEARCH % json.dumps('pool adjacent violators'))
@@ -285,7 +217,6 @@ def test_search(site, server, chrome):
 
 def test_search_from_file(site, chrome):
     "From file:// (where browsers refuse Pagefind's index) the page loads cleanly and says how to serve the site"
-    need(chrome)
     chrome.open((DOCS/'index.html').as_uri())
     assert 'http.server' in chrome.js("document.querySelector('#search').innerText")
     assert not chrome.errors(), chrome.errors()
@@ -294,7 +225,6 @@ def test_search_from_file(site, chrome):
 @pytest.mark.parametrize('stem', ['index', '01_pava', '04_venn_abers'])
 def test_screenshot(site, server, chrome, stem):
     "Save screenshots (desktop and 400 px) of three pages into _docs_screenshots/ as CI artifacts"
-    need(chrome)
     assert (DOCS/f'{stem}.html').exists(), f'{stem}.html was not built (see test_build)'
     SHOTS.mkdir(exist_ok=True)
     for px in (1280, 400):
