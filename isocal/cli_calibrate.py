@@ -16,7 +16,7 @@ from .cli_write import (BLOCK_ROWS, MAX_BLOCK_ROWS, _block_starts, _EncodedColum
                               check_output, output_format, replace_file)
 
 # %% auto #0
-__all__ = ['MODEL_CLASSES', 'IN_SAMPLE', 'load_model']
+__all__ = ['MODEL_CLASSES', 'load_model']
 
 # %% ../nbs/09d_cli_calibrate.ipynb #b926facf
 def _only_label(labels: np.ndarray) -> int | None:
@@ -336,7 +336,7 @@ def _check_save_model(args) -> None:
                          f"choose two different files")
 
 
-IN_SAMPLE = ("the probabilities are in-sample: the map was fitted to these same scores and labels, so they look "
+_IN_SAMPLE = ("the probabilities are in-sample: the map was fitted to these same scores and labels, so they look "
              "better calibrated than new scores will be; calibrate new scores with --apply NEW_SCORES, or with "
              "--save-model now and --model later")  # said once on standard error when SCORES is what is calibrated
 
@@ -366,7 +366,7 @@ def _calibrate_command(args) -> int:
                                       progress=progress)
         _write_blocks(args.out, *columns, delimiter=args.delimiter)
     if args.model is None and args.apply is None:
-        warn(IN_SAMPLE)
+        warn(_IN_SAMPLE)
     to_stdout = args.out == STDIO  # then the messages must not mix with the data
     said = sys.stderr if to_stdout else sys.stdout
     used = f" by the {MODEL_CLASSES[type(model).__name__]} model of {args.model}" if args.model is not None else ""

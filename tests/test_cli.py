@@ -20,7 +20,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from isocal import __version__
 from isocal.cli import main
-from isocal.cli_calibrate import IN_SAMPLE
+from isocal.cli_calibrate import _IN_SAMPLE as IN_SAMPLE
 from isocal.cli_demo import format_table, run_demo
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

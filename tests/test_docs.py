@@ -456,3 +456,164 @@ def test_api_checks_catch(name, obj, kind, sig, desc, why):
     code, text, div = _entry(sig, desc)
     problem = signature_problem(name, o, kind, code) or description_problem(text, div)
     assert problem and why in problem, problem
+
+
+# ---------------------------------------------------------------- the site against nbdev's own (issue 31, part 2)
+# File-based checks of the built pages, then the browser ones.
+
+def soup_of(stem):
+    return BeautifulSoup((DOCS/f'{stem}.html').read_text(encoding='utf-8'), 'html.parser')
+
+
+def main_part(soup):
+    "The page without its sidebar, contents list and navigation: what the notebook rendered"
+    for sel in ('#sidebar', '#TOC', '.prev-next', 'script', 'style'):
+        for e in soup.select(sel): e.decompose()
+    return soup
+
+
+def test_sidebar_lists_each_page_once(site):
+    for stem in PAGES:
+        hrefs = [a['href'] for a in soup_of(stem).select('#sidebar ul.pages a')]
+        assert sorted(hrefs) == sorted(f'{s}.html' for s in PAGES), f'{stem}.html: {hrefs}'
+
+
+def test_source_links_point_to_the_repository(site):
+    "The page's source and each API entry's source: settings.ini's git_url, a path in the repository, never a local one"
+    base = f'{bd.CFG.git_url}/blob/{bd.CFG.branch}/'
+    for stem in PAGES:
+        soup = soup_of(stem)
+        links = [a['href'] for a in soup.select('.page-source a')]
+        assert links == [f'{base}nbs/{stem}.ipynb'], links
+        assert str(ROOT) not in str(soup), f'{stem}.html shows a local path'
+        for div in soup.select('.api-entry'):
+            src = div.select_one('a.source-link')
+            name = div.find(re.compile(r'^h[1-6]$')).get_text(strip=True)
+            assert src and re.fullmatch(re.escape(base) + r'isocal/\w+\.py#L\d+', src['href']), f'{stem}: {name} {src}'
+
+
+def test_readme_links_match_the_built_pages(site):
+    "Every link of README.md into the documentation site names a page (and anchor) that the build wrote"
+    readme = (ROOT/'README.md').read_text(encoding='utf-8')
+    links = re.findall(re.escape(bd.DOC_URL) + r'/([^)#\s]+)(?:#([^)\s]+))?', readme)
+    assert links
+    for page, anchor in links:
+        assert (DOCS/page).exists(), f'README.md links {page}, which the build does not write'
+        if anchor: assert anchor in ids_of(DOCS/page), f'README.md links {page}#{anchor}: no such anchor'
+
+
+def test_build_log_is_quiet(site):
+    "One line a page and a few more: no nbdev warning about cells that mix imports and code (370 lines of 400 once)"
+    lines = site['log'].strip().splitlines()
+    assert 'Found cells containing imports' not in site['log']
+    assert len(lines) <= len(PAGES) + 5, '\n'.join(lines[:40])
+
+
+def test_headings_never_skip_a_level(site):
+    for stem in PAGES:
+        levels = [int(h.name[1]) for h in main_part(soup_of(stem)).find_all(re.compile(r'^h[1-6]$'))]
+        jumps = [(a, b) for a, b in zip(levels, levels[1:]) if b > a + 1]
+        assert not jumps, f'{stem}.html: heading levels jump {jumps} ({levels[:30]})'
+
+
+def test_contents_list_the_api_entries(site):
+    "The contents list (right column) links every section and every API entry of the page"
+    for stem in PAGES:
+        soup = soup_of(stem)
+        toc = {a['href'][1:] for a in soup.select('#TOC a[href^="#"]')}
+        for div in soup.select('.api-entry'):
+            head = div.find(re.compile(r'^h[1-6]$'))
+            anchor = head.get('id') or div.get('id')
+            assert anchor in toc, f'{stem}.html: API entry {head.get_text(strip=True)} is not in the contents'
+
+
+def test_api_entries_have_a_parameter_table(site):
+    "An entry whose docstring lists Parameters shows them as a table (name, type, description), as nbdev's sites do"
+    soup = soup_of('01_pava')
+    div = next(d for d in soup.select('.api-entry') if d.find(re.compile('^h')).get_text(strip=True) == 'isotonic_regression')
+    table = div.find('table')
+    assert table and [th.get_text(strip=True) for th in table.find_all('th')] == ['parameter', 'type', 'description']
+    assert [tr.find('td').get_text(strip=True) for tr in table.find_all('tr')[1:]] == ['y', 'weights', 'increasing']
+
+
+def test_figures_have_real_alt_text_a_caption_and_zoom(site):
+    "Each figure: alt text of at least four words (no fragment such as 'Timing:'), a caption, and a link to itself"
+    for stem in PAGES:
+        for img in main_part(soup_of(stem)).find_all('img'):
+            alt = img.get('alt', '')
+            assert len(alt.split()) >= 4 and not alt.endswith(':'), f'{stem}.html: alt text {alt!r}'
+            link = img.find_parent('a')
+            assert link and link['href'] == img['src'] and 'zoom' in link.get('class', []), f'{stem}: {img["src"]}'
+            caption = (link.parent if link.parent.name == 'p' else link).find_next_sibling()
+            assert caption is not None and 'figcaption' in caption.get('class', []), f'{stem}: {img["src"]} has no caption'
+
+
+def test_long_plotting_code_is_folded(site):
+    "Plotting code longer than FOLD_LINES lines is folded (<details>); its figure is not"
+    for stem in PAGES:
+        soup = main_part(soup_of(stem))
+        for pre in soup.find_all('pre'):
+            code = pre.get_text()
+            if bd._re_plot.search(code) and len(code.strip().splitlines()) > bd.FOLD_LINES and \
+                    not pre.find_parent(class_='api-entry') and not pre.find_parent(class_='output'):
+                assert pre.find_parent('details'), f'{stem}.html: {len(code.splitlines())} lines of plotting unfolded'
+
+
+def test_math_is_left_out_of_search(site):
+    "TeX source never reaches Pagefind's index or its excerpts"
+    for stem in PAGES:
+        for span in soup_of(stem).select('span.math'):
+            assert span.has_attr('data-pagefind-ignore'), f'{stem}.html: {span}'
+
+
+CODE_FACTS = """(() => {
+  const code = [...document.querySelectorAll('div.sourceCode, pre.sourceCode')].filter(e => !e.closest('.output')
+      && !e.parentElement.closest('div.sourceCode, pre.sourceCode') && e.closest('details:not([open])') === null);
+  return {code: code.length, copy: code.filter(e => e.querySelector('button.copy')).length,
+          scrolling: [...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1
+                       && p.closest('details:not([open])') === null).map(p => p.textContent.slice(0, 60))};
+})()"""
+
+
+@pytest.mark.parametrize('stem', ['index', '01_pava', '04_venn_abers', '14_portable'])
+def test_code_wraps_and_has_copy_buttons(site, server, chrome, stem):
+    "No code block scrolls sideways at 1280 px (the README's test command among them); each has a copy button"
+    chrome.width(1280)
+    chrome.open(server + f'{stem}.html')
+    facts = chrome.js(CODE_FACTS)
+    assert facts['code'] and facts['copy'] == facts['code'], facts
+    assert not facts['scrolling'], f'{stem}.html: code that scrolls sideways: {facts["scrolling"][:5]}'
+
+
+def test_contents_mark_the_section_in_view(site, server, chrome):
+    chrome.width(1280)
+    chrome.open(server + '14_portable.html')
+    anchor = chrome.js("document.querySelector('section.api-entry[id]').id")
+    chrome.js(f"document.getElementById({json.dumps(anchor)}).scrollIntoView(); window.dispatchEvent(new Event('scroll')); true")
+    time.sleep(0.3)
+    active = chrome.js("[...document.querySelectorAll('#TOC a.active')].map(a => a.getAttribute('href'))")
+    assert active == [f'#{anchor}'], active
+
+
+def test_phone_layout_starts_with_the_page(site, server, chrome):
+    "At 400 px the page list is folded behind a toggle: the title is near the top, and the toggle opens the list"
+    chrome.width(400)
+    chrome.open(server + '01_pava.html')
+    top = chrome.js("document.querySelector('h1').getBoundingClientRect().top")
+    assert top < 200, f'the title starts {top} px down'
+    assert chrome.js("getComputedStyle(document.querySelector('#sidebar ul.pages')).display") == 'none'
+    chrome.js("document.querySelector('label.nav-toggle').click(); true")
+    assert chrome.js("getComputedStyle(document.querySelector('#sidebar ul.pages')).display") == 'block'
+    chrome.width(1280)
+
+
+def test_search_results_readable(site, server, chrome):
+    "Search results open in an overlay wide enough to read, and their excerpts show no raw TeX"
+    chrome.width(1280)
+    chrome.open(server + 'index.html')
+    hits = chrome.js(SEARCH % json.dumps('pooling'))
+    assert hits
+    width = chrome.js("document.querySelector('#search .pagefind-ui__drawer').getBoundingClientRect().width")
+    excerpts = chrome.js("[...document.querySelectorAll('#search .pagefind-ui__result-excerpt')].map(e => e.textContent)")
+    assert width >= 600, width
+    assert excerpts and not [e for e in excerpts if re.search(r'\\[a-zA-Z]+|\$', e)], excerpts
