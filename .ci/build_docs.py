@@ -538,10 +538,10 @@ _TPL = """{%- extends 'markdown/index.md.j2' -%}
 
 _re_title = re.compile(r"""(?:set_title|title|suptitle)\(\s*[rf]?(["'])(.+?)\1""")
 
-def figure_alt(code, before):
+def figure_alt(code, before, page=''):
     """Alt text (and caption) of a cell's figures: the titles its code sets, else the prose before it: its first
     sentence, or more sentences while that is a fragment ("Real data:" says nothing of the figure), up to about 300
-    characters"""
+    characters; still under four words (a heading such as "`isocal demo`"), followed by the `page`'s summary"""
     titles = [t for _, t in _re_title.findall(code) if '{' not in t]
     prose = re.sub(r'\$([^$]*)\$', r'\1', re.sub(r'\]\([^)]*\)|[`*_#>\[\]|]', '', re.sub(r'\s+', ' ', before))).strip()
     text = '; '.join(titles)
@@ -551,6 +551,9 @@ def figure_alt(code, before):
             text += ('' if not text or text.endswith('; ') else ' ') + s
             if len(text.split()) >= 8 and not text.endswith(':') or len(text) > 300: break
     text = text.strip(' ;').rstrip(':')  # a sentence that introduces the figure: it is the figure's description
+    if len(text.split()) < 4 and page:
+        page = re.sub(r'\]\([^)]*\)|[`*_#>\[\]|]', '', page).strip()
+        text = f'{text}: {page}' if text else page
     if len(text) > 300: text = text[:300].rsplit(' ', 1)[0] + ' ...'
     return text or 'Figure'
 
@@ -575,7 +578,8 @@ def to_markdown(nb, link, keep=lambda out: True):
     "Apply the Quarto cell options nbdev leaves, export with nbconvert -> (markdown, {figure file: bytes})"
     cells = []
     fm = getattr(nb, 'frontmatter_', None) or {}
-    before = fm.get('description') or fm.get('title') or ''  # before any prose: the page's own summary
+    page = fm.get('description') or fm.get('title') or ''
+    before = page  # before any prose: the page's own summary
     for c in nb.cells:
         if c.cell_type == 'markdown' and c.source:
             cells.append(new_markdown_cell(plain_md(c.source, link))); before = c.source
@@ -590,7 +594,7 @@ def to_markdown(nb, link, keep=lambda out: True):
         hide = opts.get('echo') == 'false' or not code
         long_plot = _re_plot.search(code) and len(code.splitlines()) > FOLD_LINES
         fold = ('code-fold' in opts or long_plot) and not hide
-        alt = opts.get('fig-alt') or opts.get('fig-cap') or figure_alt(code, before)
+        alt = opts.get('fig-alt') or opts.get('fig-cap') or figure_alt(code, before, page)
         if fold:  # the code folded, as Quarto's code-fold: the outputs (the figure) stay in view
             summary = opts.get('code-summary', 'Plotting code' if long_plot else 'Code')
             cells.append(new_markdown_cell(f'<details class="code-fold">\n<summary>{summary}</summary>\n\n'

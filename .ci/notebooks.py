@@ -53,11 +53,20 @@ def not_evaluated(source: str) -> bool:
     return re.search(r'^#\|\s*eval:\s*false\s*$', source, re.M) is not None
 
 
+def refuse_under_pytest(path):
+    """The test command runs each notebook of nbs/ once, under nbdev_test: a test that would run one again (in a kernel,
+    minutes each) is an error, not a second run. Outside pytest (`run`, a person) anything may be run."""
+    if os.environ.get('PYTEST_CURRENT_TEST') and Path(path).resolve().parent == NBS.resolve():
+        raise RuntimeError(f'{Path(path).name} is run by nbdev_test in the test command; a test may not run it again '
+                           '(run a small notebook of its own in tmp_path instead)')
+
+
 def execute(path: Path, timeout=3600):
     "Run one notebook in place; return its path and the wall time."
     import time
     import nbformat
     from nbclient import NotebookClient
+    refuse_under_pytest(path)
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type != 'code': continue

@@ -25,9 +25,18 @@ def skipped(directives):
     return directives.get('eval:', [''])[0].lower() == 'false' or bool(FLAGS & directives.keys())
 
 
+def refuse_under_pytest(path):
+    """The test command runs each notebook of nbs/ once, under nbdev_test: a test that would run one again (in a kernel,
+    minutes each) is an error, not a second run. Outside pytest (`run`, a person) anything may be run."""
+    if os.environ.get('PYTEST_CURRENT_TEST') and Path(path).resolve().parent == NBS.resolve():
+        raise RuntimeError(f'{Path(path).name} is run by nbdev_test in the test command; a test may not run it again '
+                           '(run a small notebook of its own in tmp_path instead)')
+
+
 def execute(path, timeout=1800):
     """Run notebook `path` in a `python3` kernel with cwd = its folder, skipping the cells nbdev_test skips; the kernel
     is shut down when the notebook ends, whether it passed or failed"""
+    refuse_under_pytest(path)
     nb = nbformat.read(path, as_version=4)
     for c in nb.cells:
         if c.cell_type == 'code' and ('nbdev_export' + '(' in c.source or skipped(extract_directives(c, remove=False))):

@@ -153,3 +153,11 @@ def test_missing_tools_skip_with_a_reason_or_fail_in_ci(monkeypatch):
     with pytest.raises(pytest.skip.Exception, match='apt-get install chromium'): ch.need_chromium()
     monkeypatch.setenv(ch.NO_SKIP, '1')
     with pytest.raises(pytest.fail.Exception, match='ISOCAL_NO_SKIP=1'): ch.need_chromium()
+
+
+def test_the_suite_never_runs_a_notebook_of_nbs_again():
+    "Each notebook runs once per test command, under nbdev_test: the notebook runners refuse nbs/ inside pytest"
+    _nspec = importlib.util.spec_from_file_location('notebooks', ROOT/'.ci'/'notebooks.py')
+    nbk = importlib.util.module_from_spec(_nspec); _nspec.loader.exec_module(nbk)
+    for run in (rn.execute, nbk.execute):
+        with pytest.raises(RuntimeError, match='run by nbdev_test'): run(ROOT/'nbs'/'00_core.ipynb')
