@@ -48,7 +48,7 @@ def _n_splits(text: str) -> int:
 
 
 def _delimiter(text: str) -> str:
-    "argparse type of `--delimiter`: one character that cannot be part of a number or a quoted field; `tab` or `\\t` is a tab."
+    "argparse type of `--delimiter`: one character, not part of a number or a quote; `tab` or `\\t` is a tab."
     value = "\t" if text in ("tab", "\\t") else text
     if len(value) != 1 or value.isalnum() or value in '.+-"\r\n':
         raise argparse.ArgumentTypeError(f"must be one character such as ';' or tab (not a letter, digit, '.', '+', "
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # %% ../nbs/09_cli.ipynb #d99ec1e9
 class _Terminated(BaseException):
-    "SIGTERM, raised in the main thread (as Ctrl-C raises KeyboardInterrupt) so that a file being written is cleaned up."
+    "SIGTERM, raised in the main thread (as Ctrl-C raises KeyboardInterrupt): a file being written is cleaned up."
 
 
 def _raise_terminated(signum, frame):

@@ -378,7 +378,8 @@ def read_columns(path, columns: list[str], *, progress=False,
     own = _Progress(True) if progress is True else None
     progress = own or progress or None
     if progress is not None:
-        progress.stage(f"reading {os.path.basename(name)}", None if os.fspath(path) == STDIO or is_parquet(path) else 0.0)
+        known = os.fspath(path) != STDIO and not is_parquet(path)  # a CSV file's size is known: a percentage
+        progress.stage(f"reading {os.path.basename(name)}", 0.0 if known else None)
     try:
         if is_parquet(path):
             values, locations = _read_parquet(path, columns), RowLocations()
