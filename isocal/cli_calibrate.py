@@ -336,9 +336,8 @@ def _check_save_model(args) -> None:
                          f"choose two different files")
 
 
-_IN_SAMPLE = ("the probabilities are in-sample: the map was fitted to these same scores and labels, so they look "
-             "better calibrated than new scores will be; calibrate new scores with --apply NEW_SCORES, or with "
-             "--save-model now and --model later")  # said once on standard error when SCORES is what is calibrated
+_IN_SAMPLE = ("in-sample: these are the scores the map was fitted to, and they look better calibrated than new "
+              "scores will; for new scores use --apply, or --save-model then --model")  # once, when SCORES is calibrated
 
 
 def _calibrate_command(args) -> int:
@@ -365,6 +364,10 @@ def _calibrate_command(args) -> int:
         columns = _calibrated_columns(model, scores, f"--model {args.model}", precision=args.precision, text=text,
                                       progress=progress)
         _write_blocks(args.out, *columns, delimiter=args.delimiter)
+        if args.save_model is not None:
+            progress.stage(f"saving {os.path.basename(args.save_model)}")
+            replace_file(args.save_model, lambda file: file.write(_model_bytes(model, args.save_model)),
+                         option="--save-model", text=False)
     if args.model is None and args.apply is None:
         warn(_IN_SAMPLE)
     to_stdout = args.out == STDIO  # then the messages must not mix with the data
@@ -373,7 +376,5 @@ def _calibrate_command(args) -> int:
     print(f"wrote {len(scores)} calibrated probabilities to {'standard output' if to_stdout else args.out}{used}",
           file=said)
     if args.save_model is not None:
-        replace_file(args.save_model, lambda file: file.write(_model_bytes(model, args.save_model)),
-                     option="--save-model", text=False)
         print(f"saved the {args.method} model to {args.save_model}", file=said)
     return 0

