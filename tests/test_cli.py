@@ -1540,6 +1540,14 @@ def wait_until_reading_stdin(proc, pipe_fd):
     raise AssertionError("the command never read its standard input")
 
 
+def default_signals():
+    """In the child, before it runs: Ctrl-C's signal back to its default. pytest-xdist's workers ignore SIGINT, and a
+    process started with SIGINT ignored keeps ignoring it (Python then installs no KeyboardInterrupt handler, as a
+    shell's background jobs expect)"""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @needs_script
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
 def test_interrupted_or_terminated_without_a_traceback(tmp_path, signame):
@@ -1548,17 +1556,15 @@ def test_interrupted_or_terminated_without_a_traceback(tmp_path, signame):
     import signal
     sig = getattr(signal, signame)
     proc = subprocess.Popen([script(), "calibrate", "-", "--out", str(tmp_path / "o.csv")], stdin=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path)
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path, preexec_fn=default_signals)
     try:
         proc.stdin.write(b"score,label\n0.1,0\n0.2,1\n")
         proc.stdin.flush()
         wait_until_reading_stdin(proc, proc.stdin.fileno())
         proc.send_signal(sig)
-        err = proc.stderr.read().decode()
-        proc.wait(60)
+        err = proc.communicate(timeout=60)[1].decode()
     finally:
-        if proc.poll() is None: proc.kill()
-        proc.stdin.close()
+        if proc.poll() is None: proc.kill(); proc.wait()
     assert "Traceback" not in err and err == f"isocal: {'interrupted' if signame == 'SIGINT' else 'terminated'}\n", err
     assert proc.returncode == -sig
     assert list(tmp_path.iterdir()) == []
@@ -1578,16 +1584,14 @@ def test_signal_while_writing_removes_the_temporary_file(tmp_path, scores_csv, s
             "sys.argv = ['isocal'] + sys.argv[1:]\n"
             "sys.exit(console_main())\n")
     proc = subprocess.Popen([sys.executable, "-c", code, "calibrate", str(scores_csv[0]), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         assert proc.stdout.readline() == "writing\n"
         assert len(list(tmp_path.glob(".o.csv.*.tmp"))) == 1
         proc.send_signal(getattr(signal, signame))
-        err = proc.stderr.read()
-        proc.wait(60)
+        err = proc.communicate(timeout=60)[1]
     finally:
-        if proc.poll() is None: proc.kill()
-        proc.stdout.close(); proc.stderr.close()
+        if proc.poll() is None: proc.kill(); proc.wait()
     assert "Traceback" not in err, err
     assert proc.returncode == -getattr(signal, signame)
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "scores.csv"]
