@@ -61,5 +61,5 @@ def test_the_test_command_states_its_prerequisites_progress_and_time():
     assert '--do_print' in command and '-rs' in command  # a line per notebook; pytest lists the skips' reasons
     setup = README.split('## Set up', 1)[1].split('\n## ', 1)[0]
     assert 'apt-get install chromium npm' in setup and 'ISOCAL_NO_SKIP=1' in setup
-    minutes = re.search(r'takes about (\d+) minutes on two idle cores', setup)
+    minutes = re.search(r'takes about (\d+) minutes on two cores', setup)
     assert minutes and int(minutes[1]) <= 30, 'the README says how long the test command takes'
