@@ -34,8 +34,8 @@ plus woff2 fonts (no network), and is fast. It comes from npm (`npm pack katex@K
 needed for nothing else. Search: Pagefind (`pagefind[extended]` from PyPI, whose wheel carries the binary) builds
 a static index; its UI needs the site served over http (`python -m http.server -d _docs`), and says so from file://.
 
-`--readme` writes README.md from nbs/index.ipynb through steps 1-2 (markdown, not executed, only show_doc outputs
-kept, nbdev's own show_doc) so it is byte-for-byte reproducible; `--check-readme` exits 1 with a diff when
+`--readme` writes README.md from nbs/index.ipynb through steps 1-2 (markdown, not executed; the saved show_doc
+outputs and printed outputs kept, nbdev's own show_doc) so it is byte-for-byte reproducible; `--check-readme` exits 1 with a diff when
 README.md is stale.
 
 Add a page: create nbs/NN_name.ipynb whose first markdown cell is `# Title` (optionally `> description`), and list
@@ -68,6 +68,7 @@ CFG = get_config(path=ROOT)
 FLAGS = set(CFG.get('tst_flags', '').split())
 DOC_URL = CFG.doc_host.rstrip('/') + CFG.doc_baseurl.rstrip('/')  # where nbdev's doc links point
 PKG = CFG.lib_name
+NBS_REL = Path(CFG.nbs_path).resolve().relative_to(ROOT).as_posix()  # nbs_path is absolute in nbdev's config
 SHOWN = set()  # names the page's notebook documents with show_doc cells of its own (build_page fills it)
 
 def api_div(md):
@@ -130,14 +131,18 @@ class add_constant_docs(Processor):
             if not (d.keys() & {'export', 'exports'}) or 'hide' in d or not mod: continue
             try: names = set(importlib.import_module(f'{PKG}.{mod}').__all__)
             except (ImportError, AttributeError): continue
-            entries = [self.entry(n, expr, doc) for n, expr, doc in constants(cell.source) if n in names - SHOWN]
+            entries = [self.entry(n, expr, doc, mod) for n, expr, doc in constants(cell.source) if n in names - SHOWN]
             for md in reversed(entries):
                 new = mk_cell(md, cell_type='markdown'); new.directives_ = {}
                 cells.insert(cell.idx_ + 1, new)
 
     @staticmethod
-    def entry(name, expr, doc):
-        md = f'### {name}\n\n```python\n{name} = {expr}\n```\n\n' + (SiteRenderer.summary(doc) if doc else '')
+    def entry(name, expr, doc, mod):
+        path = ROOT/PKG/f'{mod}.py'
+        line = _def_lines(path).get(name)
+        src = f'<a class="source-link" href="{CFG.git_url}/blob/{CFG.branch}/{PKG}/{mod}.py#L{line}">source</a>\n\n' \
+            if line else ''
+        md = f'### {name}\n\n{src}```python\n{name} = {expr}\n```\n\n' + (SiteRenderer.summary(doc) if doc else '')
         return '---\n\n' + api_div(md)
 
 def constants(src):
@@ -202,15 +207,16 @@ def numpydoc_md(doc):
     item of prose: `name : type` with an indented description gives "`name` (type): description" (the description's
     lines, and paragraphs, joined), `name : text` alone, or whose text goes on in indented lines (an open bracket or
     quote), gives "`name`: text"; `a, b : ...` names both; a sentence after the entries ends the list"""
-    lines, out, i, listing = doc.splitlines(), [], 0, False
+    lines, out, i, listing, table = doc.splitlines(), [], 0, False, False
     indented = lambda j: j < len(lines) and lines[j][:1].isspace() and lines[j].strip()
     while i < len(lines):
         line = lines[i]
         if i + 1 < len(lines) and re.fullmatch(r'-{3,}', lines[i + 1].strip()) and line.strip():
-            out += ['', f'**{line.strip()}**', '']; listing = line.strip() in _LIST_SECTIONS; i += 2; continue
+            out += ['', f'**{line.strip()}**', '']; listing = line.strip() in _LIST_SECTIONS; i += 2
+            table = line.strip() in _TABLE_SECTIONS; continue
         if listing and line.strip() and not line[:1].isspace() and ' : ' not in line and \
                 (len(line.split()) > 5 or line.rstrip()[-1] in '.,;:'):
-            listing = False  # a sentence, not an entry: the section's list has ended
+            listing = table = False  # a sentence, not an entry: the section's list has ended
             if out and out[-1].strip(): out.append('')
         if listing and line.strip() and not line[:1].isspace():
             name, _, typ = (p.strip() for p in line.partition(' : '))
@@ -224,6 +230,11 @@ def numpydoc_md(doc):
             unclosed = any(typ.count(a) != typ.count(b) for a, b in ('()', '[]', '{}')) or typ.count('"') % 2
             if typ and desc and unclosed:
                 desc, typ = [typ] + desc, ''  # "name : text" whose text goes on in the indented lines: all description
+            if table:  # parameters: a table of name, type and description, as nbdev's
+                if not out[-1].startswith('|'): out += ['| parameter | type | description |', '|---|---|---|']
+                cell = lambda s: s.replace('|', '\\|')
+                out.append(f'| {names} | {cell(typ if desc else "")} | {cell(" ".join(desc) or typ)} |')
+                continue
             out.append(f'- {names} ({typ}): {" ".join(desc)}' if desc and typ else
                        f'- {names}: {" ".join(desc) or typ}' if desc or typ else f'- {names}')
             continue
@@ -233,6 +244,7 @@ def numpydoc_md(doc):
     return '\n'.join(out)
 
 _LIST_SECTIONS = {'Parameters', 'Returns', 'Yields', 'Raises', 'Attributes', 'Other Parameters', 'Warns'}
+_TABLE_SECTIONS = {'Parameters', 'Other Parameters'}  # rendered as a table of the parameters
 
 def _anno(a):
     "An annotation as source text (string and ForwardRef annotations without their quotes)"
@@ -308,6 +320,38 @@ def member_doc(cls, k, v):
         if isinstance(d, str) and d.strip(): return inspect.cleandoc(d)
     return ''
 
+_DEF_LINES = {}  # module file -> {qualified name: line}
+
+def _def_lines(path):
+    "{qualified name: line} of the classes, functions, methods and assignments at the top of module file `path`"
+    if path not in _DEF_LINES:
+        found = {}
+        def walk(body, prefix=''):
+            for n in body:
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    found.setdefault(prefix + n.name, n.lineno)
+                    if isinstance(n, ast.ClassDef): walk(n.body, prefix + n.name + '.')
+                elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                    for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        if isinstance(tg, ast.Name): found.setdefault(prefix + tg.id, n.lineno)
+        try: walk(ast.parse(Path(path).read_text(encoding='utf-8')).body)
+        except (OSError, SyntaxError): pass
+        _DEF_LINES[path] = found
+    return _DEF_LINES[path]
+
+def source_url(sym, nm):
+    """The link to `sym`'s definition in the repository (settings.ini's git_url, branch and lib_path): its module's
+    file at its line, found by qualified name (`nm`, `Class.member`), since the object show_doc sees may be a
+    notebook's copy of it; None if isocal's modules do not define it"""
+    f = sym.fget if isinstance(sym, property) else getattr(sym, '__func__', sym)
+    mod = getattr(f, '__module__', None) or ''
+    mods = [mod] if mod.startswith(PKG + '.') else [f'{PKG}.{m.name}' for m in pkgutil.iter_modules([str(ROOT/PKG)])]
+    for m in mods:
+        path = ROOT/Path(*m.split('.')).with_suffix('.py')
+        if (line := _def_lines(path).get(nm)):
+            return f'{CFG.git_url}/blob/{CFG.branch}/{path.relative_to(ROOT).as_posix()}#L{line}'
+    return None
+
 class SiteRenderer:
     """nbdev's show_doc renderer, for the site (README keeps nbdev's): nbdev 2.4/fastcore take a class's signature
     from `__init__`, so a class without its own (`VennAbers`, a NamedTuple such as `AumResult`, a dict subclass
@@ -347,9 +391,11 @@ class SiteRenderer:
         "Markdown list of the parameters' comments (fastcore's docments), if any"
         try: dm = docments(sym, full=True)
         except Exception: return ''
-        rows = [f'- `{k}`: ' + ' '.join(v['docment'].split()) for k, v in dm.items() if v.get('docment') and k != 'return']
-        if (r := dm.get('return', {})).get('docment'): rows.append('- returns: ' + ' '.join(r['docment'].split()))
-        return '\n'.join(rows)
+        rows = [f'| `{k}` | ' + ' '.join(v['docment'].split()).replace('|', '\\|') + ' |' for k, v in dm.items()
+                if v.get('docment') and k != 'return']
+        if (r := dm.get('return', {})).get('docment'):
+            rows.append('| returns | ' + ' '.join(r['docment'].split()).replace('|', '\\|') + ' |')
+        return '\n'.join(['| parameter | description |', '|---|---|'] + rows) if rows else ''
 
     @staticmethod
     def summary(doc):
@@ -362,12 +408,15 @@ class SiteRenderer:
         return f'<em>{first}</em>\n' + '\n'.join(lines[n:]) if first else doc
 
     def entry(self, sym, nm, level, doc=None, kind='', extra=''):
-        "One API entry (`api_div`): heading, signature, docstring (numpydoc lists), parameter comments, `extra`"
+        """One API entry (`api_div`): heading, a link to its source, signature, docstring (numpydoc lists, parameters
+        as a table), parameter comments, `extra`"""
         if doc is None:
             doc = inspect.cleandoc(sym.__doc__) if isinstance(getattr(sym, '__doc__', None), str) and \
                 (isinstance(sym, type) and '__doc__' in vars(sym) or not isinstance(sym, type)) else ''
             if doc and doc == inspect.cleandoc(type(sym).__doc__ or ''): doc = ''  # inherited from the object's type
-        md = f'{"#" * level} {nm}\n\n```python\n{self.signature(sym, nm, kind)}\n```\n\n'
+        src = source_url(sym, nm)
+        md = f'{"#" * level} {nm}\n\n' + (f'<a class="source-link" href="{src}">source</a>\n\n' if src else '') + \
+            f'```python\n{self.signature(sym, nm, kind)}\n```\n\n'
         if doc: md += numpydoc_md(self.summary(doc)) + '\n\n'
         # parameter comments, unless numpydoc sections list them (fastcore's docments also reads those: a second list)
         sections = re.search(r'^\s*\w[\w ]*\n\s*-{3,}\s*$', doc, re.M)
@@ -405,8 +454,7 @@ class SiteRenderer:
         if m and self.nm == getattr(_code(m[2]), '__qualname__', None): self.nm = f'{m[0].__name__}.{m[1]}'
         if self.nm.rsplit('.', 1)[-1].startswith('_'): return ''
         f = self.sym.fget if isinstance(self.sym, property) else self.sym
-        src = NbdevLookup().code(f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', self.nm)}")
-        head = '---\n\n' + (f'[source]({src})\n\n' if src and not src.endswith('#LNone') else '')
+        head = '---\n\n'
         if m:  # a method or property shown on its own: as in its class's entry
             cls, k, v = m
             return head + self.entry(_code(v), self.nm, self.level, member_doc(cls, k, v), _kind(v))
@@ -448,10 +496,12 @@ def site_link(url):
     return url
 
 def readme_link(url):
-    "Link target for README.md: links to notebooks go to their pages on the doc host"
-    if '://' in url or not re.match(r'[^#]*\.ipynb(#|$)', url): return url
-    page, _, anchor = url.partition('#')
-    return f'{DOC_URL}/{_nbpath2html(Path(page)).as_posix()}' + ('#' + anchor if anchor else '')
+    """Link target for README.md: links to notebooks, and nbdev's doc-host links (`pava.html`, named by nbdev's rule),
+    go to the pages this build writes on the doc host (`01_pava.html`)"""
+    local = site_link(url)
+    if local != url and '://' not in local or re.match(r'[^#:]*\.ipynb(#|$)', url):
+        return f'{DOC_URL}/{local}'
+    return url
 
 def joined(out):
     "nbformat copy of output `out` with execnb's lists of lines joined into strings, as nbconvert expects"
@@ -475,25 +525,61 @@ _TPL = """{%- extends 'markdown/index.md.j2' -%}
 ~~~~
 {% endblock data_text %}
 {% block data_png %}
-![{{ cell.metadata.get('alt', 'Figure') }}]({{ output.metadata.filenames['image/png'] }})
+[![{{ cell.metadata.get('alt', 'Figure') }}]({{ output.metadata.filenames['image/png'] }})]({{ output.metadata.filenames['image/png'] }}){.zoom title="Open the figure at full size"}
+
+<p class="figcaption">{{ cell.metadata.get('alt', 'Figure') }}</p>
 {% endblock data_png %}
 {% block data_svg %}
-![{{ cell.metadata.get('alt', 'Figure') }}]({{ output.metadata.filenames['image/svg+xml'] }})
+[![{{ cell.metadata.get('alt', 'Figure') }}]({{ output.metadata.filenames['image/svg+xml'] }})]({{ output.metadata.filenames['image/svg+xml'] }}){.zoom title="Open the figure at full size"}
+
+<p class="figcaption">{{ cell.metadata.get('alt', 'Figure') }}</p>
 {% endblock data_svg %}
 """
 
 _re_title = re.compile(r"""(?:set_title|title|suptitle)\(\s*[rf]?(["'])(.+?)\1""")
 
-def figure_alt(code, before):
-    "Alt text of a cell's figures: the titles its code sets, else the first sentence of the markdown `before` it"
+def figure_alt(code, before, page=''):
+    """Alt text (and caption) of a cell's figures: the titles its code sets, else the prose before it: its first
+    sentence, or more sentences while that is a fragment ("Real data:" says nothing of the figure), up to about 300
+    characters; still under four words (a heading such as "`isocal demo`"), followed by the `page`'s summary"""
     titles = [t for _, t in _re_title.findall(code) if '{' not in t]
-    text = '; '.join(titles) or re.split(r'(?<=[.:!?])\s', re.sub(r'\s+', ' ', before).strip())[0]
-    text = re.sub(r'\$([^$]*)\$', r'\1', re.sub(r'\]\([^)]*\)|[`*_#>\[\]]', '', text)).strip()
+    prose = re.sub(r'\$([^$]*)\$', r'\1', re.sub(r'\]\([^)]*\)|[`*_#>\[\]|]', '', re.sub(r'\s+', ' ', before))).strip()
+    text = '; '.join(titles)
+    if len(text.split()) < 4:
+        sentences, text = re.split(r'(?<=[.:!?])\s', prose), text + ('; ' if text else '')
+        for s in sentences:
+            text += ('' if not text or text.endswith('; ') else ' ') + s
+            if len(text.split()) >= 8 and not text.endswith(':') or len(text) > 300: break
+    text = text.strip(' ;').rstrip(':')  # a sentence that introduces the figure: it is the figure's description
+    if len(text.split()) < 4 and page:
+        page = re.sub(r'\]\([^)]*\)|[`*_#>\[\]|]', '', page).strip()
+        text = f'{text}: {page}' if text else page
+    if len(text) > 300: text = text[:300].rsplit(' ', 1)[0] + ' ...'
     return text or 'Figure'
+
+_re_plot = re.compile(r'\bplt\.|\.plot\(|\.subplots\(|\.imshow\(|\.hist\(|\.scatter\(|reliability_diagram\(')
+FOLD_LINES = 8  # plotting code longer than this is folded (shown on a click), its figure is not
+
+def heading_levels(md):
+    """Markdown whose headings never skip a level going down (h1 then h3 becomes h1 then h2), outside code fences: the
+    page title is the h1"""
+    out, fence, last = [], None, 1
+    for line in md.splitlines():
+        m = re.match(r'\s*(`{3,}|~{3,})', line)
+        if m and (fence is None or m[1][0] == fence[0] and len(m[1]) >= len(fence)):
+            fence = m[1] if fence is None else None
+        elif fence is None and (h := re.match(r'(#{1,6})(\s.*)$', line)):
+            level = min(len(h[1]), last + 1)
+            line, last = '#' * level + h[2], level
+        out.append(line)
+    return '\n'.join(out) + ('\n' if md.endswith('\n') else '')
 
 def to_markdown(nb, link, keep=lambda out: True):
     "Apply the Quarto cell options nbdev leaves, export with nbconvert -> (markdown, {figure file: bytes})"
-    cells, before = [], ''
+    cells = []
+    fm = getattr(nb, 'frontmatter_', None) or {}
+    page = fm.get('description') or fm.get('title') or ''
+    before = page  # before any prose: the page's own summary
     for c in nb.cells:
         if c.cell_type == 'markdown' and c.source:
             cells.append(new_markdown_cell(plain_md(c.source, link))); before = c.source
@@ -506,15 +592,20 @@ def to_markdown(nb, link, keep=lambda out: True):
         code = '\n'.join(lines).strip()
         if opts.get('include') == 'false' or not (code or outs): continue
         hide = opts.get('echo') == 'false' or not code
-        fold = 'code-fold' in opts and not hide
-        alt = opts.get('fig-alt') or opts.get('fig-cap') or figure_alt(code, before)
-        if fold: cells.append(new_markdown_cell(f"<details>\n<summary>{opts.get('code-summary', 'Code')}</summary>"))
-        cells.append(new_code_cell(code, outputs=outs, metadata={'tags': ['remove_input'] if hide else [], 'alt': alt}))
-        if fold: cells.append(new_markdown_cell('</details>'))
+        long_plot = _re_plot.search(code) and len(code.splitlines()) > FOLD_LINES
+        fold = ('code-fold' in opts or long_plot) and not hide
+        alt = opts.get('fig-alt') or opts.get('fig-cap') or figure_alt(code, before, page)
+        if fold:  # the code folded, as Quarto's code-fold: the outputs (the figure) stay in view
+            summary = opts.get('code-summary', 'Plotting code' if long_plot else 'Code')
+            cells.append(new_markdown_cell(f'<details class="code-fold">\n<summary>{summary}</summary>\n\n'
+                                           f'```python\n{code}\n```\n\n</details>'))
+        cells.append(new_code_cell(code, outputs=outs, metadata={'tags': ['remove_input'] if hide or fold else [],
+                                                                 'alt': alt}))
     nb = new_notebook(cells=cells, metadata={'language_info': {'name': 'python'}})
     cfg = Config({'TagRemovePreprocessor': {'enabled': True, 'remove_input_tags': {'remove_input'}}})
     exp = MarkdownExporter(config=cfg, extra_loaders=[DictLoader({'page.md.j2': _TPL})], template_file='page.md.j2')
     md, res = exp.from_notebook_node(nb)
+    md = heading_levels(md)
     return md, res.get('outputs', {})
 
 # ---------------------------------------------------------------- 3. render
@@ -533,11 +624,14 @@ def sidebar(titles, current):
             elif isinstance(it, dict) and (sub := items(it.get('contents'))):
                 out += f'<li class="section"><span>{esc(it.get("section", ""))}</span>\n<ul>\n{sub}</ul></li>\n'
         return out
-    rest = [s for s in titles if s not in set(flat(sidebar_tree()))]  # pages not in sidebar.yml go last
+    listed = {Path(f).stem for f in flat(sidebar_tree())}
+    rest = [s for s in titles if s not in listed]  # pages not in sidebar.yml go last (compared by stem)
     return (f'<nav id="sidebar" data-pagefind-ignore="all">\n<div class="site"><a href="index.html">{esc(CFG.title)}</a>'
             f' <span class="version">{esc(CFG.version)}</span></div>\n'
             f'<div class="source"><a href="{esc(CFG.git_url)}">Source on GitHub</a></div>\n'
-            f'<div id="search"></div>\n<ul>\n{items(sidebar_tree() + rest)}</ul>\n</nav>\n')
+            f'<div id="search"></div>\n<input type="checkbox" id="nav-toggle" aria-label="show the pages">'
+            f'<label for="nav-toggle" class="nav-toggle">Pages</label>\n'
+            f'<ul class="pages">\n{items(sidebar_tree() + rest)}</ul>\n</nav>\n')
 
 # Pagefind's UI loads its index with fetch/import(), which browsers refuse from file:// URLs: say how to serve the site
 SEARCH = """<link href="pagefind/pagefind-ui.css" rel="stylesheet">
@@ -546,6 +640,30 @@ SEARCH = """<link href="pagefind/pagefind-ui.css" rel="stylesheet">
 if (location.protocol === 'file:') document.getElementById('search').innerHTML =
   '<p class="nosearch">Search works when the site is served: <code>python -m http.server -d _docs</code></p>';
 else new PagefindUI({element: '#search', showSubResults: true, showImages: false});
+</script>
+"""
+
+# Copy buttons on code blocks (not on outputs), and the contents list marking the section in view
+PAGE_JS = """<script>
+for (const pre of document.querySelectorAll('div.sourceCode > pre, pre.sourceCode')) {
+  if (pre.closest('.output') || pre.parentElement.querySelector(':scope > button.copy')) continue;
+  const b = document.createElement('button'); b.className = 'copy'; b.type = 'button'; b.textContent = 'Copy';
+  b.title = 'Copy the code'; b.setAttribute('aria-label', 'Copy the code');
+  b.addEventListener('click', () => navigator.clipboard.writeText(pre.innerText).then(
+    () => { b.textContent = 'Copied'; setTimeout(() => b.textContent = 'Copy', 1500); }, () => {}));
+  (pre.parentElement.matches('div.sourceCode') ? pre.parentElement : pre).classList.add('has-copy');
+  (pre.parentElement.matches('div.sourceCode') ? pre.parentElement : pre).prepend(b);
+}
+(() => {
+  const links = [...document.querySelectorAll('#TOC a[href^="#"]')];
+  const targets = links.map(a => document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1))));
+  const mark = () => {
+    let i = -1;
+    targets.forEach((t, j) => { if (t && t.getBoundingClientRect().top < 120) i = j; });
+    links.forEach((a, j) => a.classList.toggle('active', j === i));
+  };
+  addEventListener('scroll', mark, {passive: true}); addEventListener('hashchange', mark); mark();
+})();
 </script>
 """
 
@@ -568,13 +686,16 @@ def pandoc(md, html, meta, before_body='', after_body='', tmp='.'):
     (d/'after.html').write_text(after_body, encoding='utf-8')
     subprocess.run([pypandoc.get_pandoc_path(), 'page.md', '-o', str(Path(html).resolve()),
                     '-f', 'markdown-implicit_figures', '-t', 'html5', '--standalone', '--katex=katex/',
-                    '--toc', '--toc-depth=2', '-H', 'head.html', '-B', 'before.html', '-A', 'after.html'],
+                    '--toc', '--toc-depth=4', '-H', 'head.html', '-B', 'before.html', '-A', 'after.html'],
                    cwd=d, check=True)
 
 def postprocess(html):
     "Wide tables scroll inside a wrapper; the contents list stays out of the search index, the subtitle weighs more"
     html = re.sub(r'<table\b', '<div class="table-scroll"><table', html).replace('</table>', '</table></div>')
     html = html.replace('<p class="subtitle"', '<p class="subtitle" data-pagefind-weight="5"')  # the page's summary
+    # TeX source is no text to search or to show in a result's excerpt (`\bar S(q) = \sum_i`)
+    html = re.sub(r'<span\s+class="math (inline|display)"', r'<span data-pagefind-ignore class="math \1"', html)
+    html = html.replace('</body>', PAGE_JS + '</body>')
     return html.replace('<nav id="TOC"', '<nav id="TOC" data-pagefind-ignore="all"')
 
 def build_page(stem, out, nbs=NBS):
@@ -597,7 +718,7 @@ def build_page(stem, out, nbs=NBS):
     title = plain(fm.get('title', stem))
     meta = {'title': fm.get('title', stem), 'pagetitle': title + ('' if title == CFG.title else f' – {CFG.title}'),
             'lang': 'en', 'toc-title': 'On this page', **({'subtitle': fm['description']} if fm.get('description') else {})}
-    src = f'{CFG.git_url}/blob/{CFG.branch}/{CFG.nbs_path}/{stem}.ipynb'
+    src = f'{CFG.git_url}/blob/{CFG.branch}/{NBS_REL}/{stem}.ipynb'
     after = prev_next(order, titles, stem) + f'<p class="page-source"><a href="{esc(src)}">Page source</a></p>\n' + SEARCH
     with tempfile.TemporaryDirectory() as tmp: pandoc(md, Path(out)/f'{stem}.html', meta, sidebar(titles, stem), after, tmp)
     f = Path(out)/f'{stem}.html'
@@ -626,6 +747,9 @@ def preload(stems, nbs=NBS):
 
 def _page_worker(conn, stem, out, nbs):
     "Build one page in this (forked or spawned) process and send back ('ok', seconds) or ('error', message)"
+    # nbdev warns about every cell that mixes imports with other code (it re-runs such cells for show_doc): 370 of
+    # the build's 400 log lines, about notebooks that run fine; the build log keeps what needs attention
+    warnings.filterwarnings('ignore', message='Found cells containing imports')
     try: conn.send(('ok', build_page(stem, out, nbs)))
     except BaseException as e: conn.send(('error', f'{type(e).__name__}: {e}'))
     finally: conn.close()
@@ -686,9 +810,15 @@ def fix_anchors(out):
 KATEX = '0.19.1'  # pinned; `npm pack` fetches it once into CACHE
 CACHE = Path(os.environ.get('ISOCAL_DOCS_CACHE') or Path.home()/'.cache'/'isocal-docs')
 
+def katex_available():
+    "Can the build get KaTeX: the tarball is in CACHE, or npm is there to fetch it?"
+    return (CACHE/f'katex-{KATEX}.tgz').exists() or shutil.which('npm') is not None
+
 def install_katex(out):
     "Copy KaTeX's dist (js, css, woff2 fonts) into `out/katex/` from the `npm pack katex@KATEX` tarball in CACHE"
     tgz = CACHE/f'katex-{KATEX}.tgz'
+    if not tgz.exists() and shutil.which('npm') is None:
+        raise SystemExit(f'KaTeX {KATEX} is not in {CACHE} and npm is not installed to fetch it: apt-get install npm')
     if not tgz.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(['npm', 'pack', '--quiet', f'katex@{KATEX}', '--pack-destination', str(CACHE)], check=True,
@@ -709,14 +839,14 @@ def index_search(out):
 # ---------------------------------------------------------------- README
 
 def readme_text():
-    "README.md content: nbs/index.ipynb processed by nbdev, not executed, only show_doc-like markdown outputs kept"
+    "README.md content: nbs/index.ipynb processed by nbdev, not executed; markdown and printed saved outputs kept"
     path = NBS/CFG.get('readme_nb', 'index.ipynb')
     nb = nbformat.read(path, as_version=4)
-    for c in nb.cells:
-        if c.cell_type == 'code': c.outputs = []  # README shows code, not (non-reproducible) outputs
     nb = nbdev_process(nb, path)
     fm = nb.frontmatter_
-    md, _ = to_markdown(nb, readme_link, keep=lambda o: 'text/markdown' in o.get('data', {}))
+    # the tour's printed outputs (saved outputs: deterministic prints, which tests/test_readme.py checks), no figures
+    md, _ = to_markdown(nb, readme_link, keep=lambda o: 'text/markdown' in o.get('data', {}) or
+                        o.get('output_type') == 'stream' and o.get('name') == 'stdout')
     head = f"# {fm.get('title', CFG.lib_name)}\n\n" + (f"> {fm['description']}\n\n" if fm.get('description') else '')
     return head + re.sub(r'[ \t]+\n', '\n', md).strip() + '\n'
 

@@ -8,8 +8,14 @@ site built from saved outputs sees the evidence the prose cites. Two commands:
     python .ci/notebooks.py check [NB ...]   # exit 1 if any saved output is stale or unpresentable
 
 `run` executes each notebook top to bottom in a fresh `python3` kernel (cwd nbs/), skipping only `#| eval: false`
-cells, gives it the python3 kernelspec, and stamps every code cell with `source_digest`, a digest of the source
-the outputs came from (settings.ini lets `nbdev_clean` keep this key). The notebook is written to a temporary
+cells, gives it the python3 kernelspec and the `language_info` its kernel reported (what JupyterLab writes into the
+metadata when it opens the notebook and starts its kernel: saved already, the notebook opens unmodified; settings.ini
+lets `nbdev_clean` keep the key), and stamps every code cell with `source_digest`, a digest of the source the
+outputs came from (settings.ini lets `nbdev_clean` keep this key too).
+
+Execution counts stay empty (`[ ]:` in JupyterLab): `nbdev_clean` clears them, so diffs show only real changes, and
+what a count would say is already known: every saved output comes from one top-to-bottom run of the notebook as it
+is, which each cell's `source_digest` vouches for (`check` fails when a cell changed after its outputs were saved). The notebook is written to a temporary
 file and renamed into place only when every cell ran, so a failed run never leaves a half-executed notebook.
 With no arguments it runs every notebook in nbs/, `--jobs 2` two at a time.
 
@@ -24,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NBS = ROOT / 'nbs'
-KERNELSPEC = {'display_name': 'python3', 'language': 'python', 'name': 'python3'}
+KERNELSPEC = {'display_name': 'python3', 'language': 'python', 'name': 'python3'}  # as nbdev_clean writes it
 DIGEST_KEY = 'source_digest'
 FORBIDDEN = [(re.compile(r'np\.(float|int|bool)\w*\('), 'a NumPy scalar repr'),
              (re.compile(r'(/work/|/tmp/|/home/|/root/|\.venv/)'), 'a machine path'),
@@ -47,11 +53,20 @@ def not_evaluated(source: str) -> bool:
     return re.search(r'^#\|\s*eval:\s*false\s*$', source, re.M) is not None
 
 
+def refuse_under_pytest(path):
+    """The test command runs each notebook of nbs/ once, under nbdev_test: a test that would run one again (in a kernel,
+    minutes each) is an error, not a second run. Outside pytest (`run`, a person) anything may be run."""
+    if os.environ.get('PYTEST_CURRENT_TEST') and Path(path).resolve().parent == NBS.resolve():
+        raise RuntimeError(f'{Path(path).name} is run by nbdev_test in the test command; a test may not run it again '
+                           '(run a small notebook of its own in tmp_path instead)')
+
+
 def execute(path: Path, timeout=3600):
     "Run one notebook in place; return its path and the wall time."
     import time
     import nbformat
     from nbclient import NotebookClient
+    refuse_under_pytest(path)
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type != 'code': continue
@@ -67,7 +82,7 @@ def execute(path: Path, timeout=3600):
         cell.metadata.pop('execution', None)
         cell.metadata[DIGEST_KEY] = digest(cell.source)
         cell.outputs = joined_streams(cell.outputs)
-    nb.metadata['kernelspec'] = dict(KERNELSPEC)
+    nb.metadata['kernelspec'] = dict(KERNELSPEC)  # nb.metadata.language_info: the kernel's, as nbclient left it
     write_atomically(path, nb)
     return path.name, time.perf_counter() - start
 
@@ -108,8 +123,10 @@ def problems(path: Path):
     "What a reader would find wrong with this notebook's saved outputs (empty when it is fresh)."
     nb = json.loads(path.read_text(encoding='utf-8'))
     found = []
-    if nb.get('metadata', {}).get('kernelspec', {}).get('name') != 'python3':
-        found.append('no python3 kernelspec')
+    if nb.get('metadata', {}).get('kernelspec') != KERNELSPEC:
+        found.append(f'not the python3 kernelspec ({KERNELSPEC})')
+    if nb.get('metadata', {}).get('language_info', {}).get('name') != 'python':
+        found.append('no language_info (JupyterLab would add it on opening, and mark the notebook modified)')
     for i, cell in enumerate(nb['cells']):
         if cell['cell_type'] != 'code' or not ''.join(cell['source']).strip(): continue
         where = f'cell {i} ({cell.get("id", "?")})'

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import signal
 import sys
 
 from . import __version__
@@ -42,6 +44,26 @@ def _n_splits(text: str) -> int:
         value = 0
     if value < 2:
         raise argparse.ArgumentTypeError(f"must be an integer of at least 2, got {text!r}")
+    return value
+
+
+def _delimiter(text: str) -> str:
+    "argparse type of `--delimiter`: one character, not part of a number or a quote; `tab` or `\\t` is a tab."
+    value = "\t" if text in ("tab", "\\t") else text
+    if len(value) != 1 or value.isalnum() or value in '.+-"\r\n':
+        raise argparse.ArgumentTypeError(f"must be one character such as ';' or tab (not a letter, digit, '.', '+', "
+                                         f"'-', quote or newline), got {text!r}")
+    return value
+
+
+def _precision(text: str) -> int:
+    "argparse type of `--precision`: significant digits, from 1 to 17 (17 digits tell every float64 apart)."
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 17:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 17, got {text!r}")
     return value
 
 
@@ -81,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(prog="isocal", description="Isotonic calibration of classifier scores.")
     parser.add_argument("--version", action="version", version=f"isocal {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: `main` prints this help
 
     demo = commands.add_parser("demo", help="calibrate a naive Bayes classifier on synthetic data",
                                description="Calibrate Gaussian naive Bayes on 20,000 rows of scikit-learn's "
@@ -129,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                                  "file (isocal's portable format, see "
                                                                  "isocal.portable), for --model or Python's "
                                                                  "isocal.portable.load")
+    calibrate.add_argument("--delimiter", type=_delimiter, metavar="CHAR",
+                           help="the field delimiter of CSV input and output, one character; tab (or \\t) for a tab "
+                                "(default: a tab for .tsv files, else a comma)")
+    calibrate.add_argument("--precision", type=_precision, metavar="DIGITS",
+                           help="significant digits of the probabilities written, 1 to 17 (default: as many as each "
+                                "needs to read back as the same float64, up to 17); the scores are written as read")
     calibrate.add_argument("--model", metavar="MODEL", help="calibrate SCORES with the map saved in this file by "
                                                             "--save-model instead of fitting one: the method comes "
                                                             "from the file, labels are not needed, and --method, "
@@ -156,8 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     int
         Exit status: 0 on success, 2 on bad input (after a one-line message on standard error).
     """
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
+        if args.command is None:  # a bare `isocal`: what it can do, not only how to call it
+            parser.print_help()
+            return 0
         args.check(args)
     except SystemExit as stop:  # --help, --version and usage errors: return the status instead of leaving Python
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 2
@@ -168,8 +200,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 # %% ../nbs/09_cli.ipynb #d99ec1e9
+class _Terminated(BaseException):
+    "SIGTERM, raised in the main thread (as Ctrl-C raises KeyboardInterrupt): a file being written is cleaned up."
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated(signum)
+
+
+def _end_by_signal(what: str, signum: int):
+    "Say `isocal: what` on standard error, then end by signal `signum`, as the shell expects of a stopped command."
+    print(f"isocal: {what}", file=sys.stderr, flush=True)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return 128 + signum  # where the signal does not end the process (Windows): the shell's status for it
+
+
 def console_main() -> int:
-    "The `isocal` console script: `main` on `sys.argv`, then the objects left are frozen for a fast exit (see above)."
-    status = main()
+    """The `isocal` console script: `main` on `sys.argv`, then the objects left are frozen for a fast exit (see above).
+    Ctrl-C (SIGINT) and SIGTERM end it with one line on standard error, not a traceback, after the file being written,
+    if any, has been removed."""
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        return _end_by_signal("interrupted", signal.SIGINT)
+    except _Terminated:
+        return _end_by_signal("terminated", signal.SIGTERM)
     gc.freeze()
     return status

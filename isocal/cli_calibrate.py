@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 
-from .cli_read import PROGRESS_DELAY, STDIO, InputError, _display, check_binary_labels, read_columns
+from .cli_read import STDIO, InputError, _display, _Progress, check_binary_labels, read_columns, warn
 from .cli_write import (BLOCK_ROWS, MAX_BLOCK_ROWS, _block_starts, _EncodedColumn, _same_file, _write_blocks,
-                              check_output, replace_file)
+                              check_output, output_format, replace_file)
 
 # %% auto #0
 __all__ = ['MODEL_CLASSES', 'load_model']
@@ -32,8 +32,7 @@ def _check_both_labels(labels: np.ndarray, path, method: str) -> None:
         return
     if method != "isotonic":
         raise InputError(f"--method {method} needs both labels 0 and 1, but {path} has only label {label}")
-    print(f"isocal: warning: {path} has only label {label}: every calibrated probability is {label}",
-          file=sys.stderr)
+    warn(f"{path} has only label {label}: every calibrated probability is {label}")
 
 
 def _show_progress() -> bool:
@@ -41,14 +40,13 @@ def _show_progress() -> bool:
     return sys.stderr.isatty()
 
 
-def _progress_blocks(n: int, desc: str, rows: int):
-    "`_block_starts(n, rows)`, with a progress bar over the blocks when `_show_progress()`."
+def _progress_blocks(n: int, rows: int, progress=None):
+    "`_block_starts(n, rows)`, advancing `progress` (a `_Progress`, if any) block by block."
     starts = _block_starts(n, rows)
-    if not _show_progress():
-        return starts
-    from tqdm.auto import tqdm
-
-    return tqdm(starts, desc=desc, unit="block", file=sys.stderr, delay=PROGRESS_DELAY)
+    for i, start in enumerate(starts):
+        if progress is not None:
+            progress.advance(i / len(starts))
+        yield start
 
 
 MODEL_CLASSES = {"IsotonicCalibrator": "isotonic", "VennAbers": "ivap", "CrossVennAbers": "cvap"}   # --model: class -> method
@@ -172,7 +170,23 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[_EncodedColumn]:
     return [_EncodedColumn(codes, column) for column in values]
 
 
-def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") -> tuple[list[str], object]:
+def _rounded(column, precision: int, text: bool) -> _EncodedColumn:
+    """A probability column with `precision` significant digits (`--precision`): as the text `f"{p:.{precision}g}"` of
+    each distinct value for CSV (`text`), else as the floats that text reads back as (Parquet). A column that is not
+    encoded yet (isotonic's) is encoded by its distinct values first: a calibration map has few."""
+    if not isinstance(column, _EncodedColumn):
+        values, codes = np.unique(column, return_inverse=True)
+        column = _EncodedColumn(codes.astype(np.int32), values)
+    printed = [f"{v:.{precision}g}" for v in column.values.tolist()]
+    if text:
+        import pyarrow as pa
+
+        return _EncodedColumn(column.codes, pa.array(printed, pa.string()))
+    return _EncodedColumn(column.codes, np.array(printed, dtype=np.float64))
+
+
+def _calibrated_columns(model, scores: np.ndarray, source: str = "the model", *, precision: int | None = None,
+                        text: bool = True, progress=None) -> tuple[list[str], object]:
     """The output columns of `scores` under a fitted `model`, as their names and a lazy sequence of blocks of rows
     (one column per name): score and probability, and for a Venn–Abers model the interval p0, p1 (these three as
     `_EncodedColumn`s).
@@ -196,8 +210,13 @@ def _calibrated_columns(model, scores: np.ndarray, source: str = "the model") ->
     # closer they are in the model's tables, and the more of each binary search's path is in cache (on 10M rows,
     # blocks of 2**18 rows took a seventh less time than blocks of 2**16); their memory stays a small part of n.
     rows = max(BLOCK_ROWS, min(len(scores) >> 5, MAX_BLOCK_ROWS))
-    blocks = ([scores[start:start + rows], *block_columns(scores[start:start + rows])]
-              for start in _progress_blocks(len(scores), method, rows))
+    def block(start):
+        columns = block_columns(scores[start:start + rows])
+        if precision is not None:
+            columns = [_rounded(column, precision, text) for column in columns]
+        return [scores[start:start + rows], *columns]
+
+    blocks = (block(start) for start in _progress_blocks(len(scores), rows, progress))
     return names, blocks
 
 
@@ -241,14 +260,17 @@ def _start_numba():
     return thread
 
 
-def _fit_model(args, numba=None):
+def _fit_model(args, numba=None, progress=None):
     """Read SCORES (scores and labels), check the labels, and fit the calibrator of `args.method`; also return the
-    scores. `numba` is the thread of `_start_numba`, joined before the fit."""
-    train, locations = read_columns(args.scores, [args.score_col, args.label_col], progress=_show_progress())
+    scores. `numba` is the thread of `_start_numba`, joined before the fit; `progress` a `_Progress`, if any."""
+    train, locations = read_columns(args.scores, [args.score_col, args.label_col], progress=progress,
+                                    delimiter=args.delimiter)
     train = {"score": train[args.score_col], "label": train[args.label_col]}
     check_binary_labels(train["label"], locations, args.scores, args.label_col)
     del locations
     _check_both_labels(train["label"], _display(args.scores), args.method)
+    if progress is not None:
+        progress.stage(f"fitting {args.method}")
     folds = _cvap_folds(train, args.n_splits, args.seed) if args.method == "cvap" else None
     if numba is not None:
         numba.join()
@@ -297,21 +319,25 @@ def load_model(path, option: str = "--model"):
     return model
 
 
-def _model_text(model) -> str:
-    "The JSON text of a fitted calibrator, exactly as its `save` method writes it."
-    import json
+def _model_bytes(model, path) -> bytes:
+    "The model file of a fitted calibrator, exactly as its `save` method writes it: compact JSON, gzip for `.gz`."
+    from isocal.portable import file_bytes
 
-    return json.dumps(model.to_dict(), allow_nan=False, indent=1) + "\n"
+    return file_bytes(model.to_dict(), path)
 
 
 def _check_save_model(args) -> None:
     "Refuse a --save-model file that is an input or --out, or cannot be written, before any work is done."
     if os.fspath(args.save_model) == STDIO:
         raise InputError("--save-model needs a file name, not - (standard output is for --out)")
-    check_output(args.save_model, "--save-model", inputs={"SCORES": args.scores, "--apply": args.apply})
+    check_output(args.save_model, "--save-model", inputs={"SCORES": args.scores, "--apply": args.apply}, table=False)
     if args.out != STDIO and _same_file(args.save_model, args.out):
         raise InputError(f"--save-model {args.save_model} and --out {args.out} are the same file: "
                          f"choose two different files")
+
+
+_IN_SAMPLE = ("in-sample: these are the scores the map was fitted to, and they look better calibrated than new "
+              "scores will; for new scores use --apply, or --save-model then --model")  # once, when SCORES is calibrated
 
 
 def _calibrate_command(args) -> int:
@@ -323,20 +349,32 @@ def _calibrate_command(args) -> int:
     if args.save_model is not None:
         _check_save_model(args)
     _return_freed_arrays()
-    if args.model is not None:
-        model = load_model(args.model)  # before reading SCORES: a bad model file is reported at once
-        scores = read_columns(args.scores, [args.score_col], progress=_show_progress())[0][args.score_col]
-    else:
-        model, scores = _fit_model(args, _start_numba())
-        if args.apply:
-            scores = read_columns(args.apply, [args.score_col], progress=_show_progress())[0][args.score_col]
-    _write_blocks(args.out, *_calibrated_columns(model, scores, f"--model {args.model}"))
+    with _Progress(_show_progress()) as progress:
+        if args.model is not None:
+            model = load_model(args.model)  # before reading SCORES: a bad model file is reported at once
+            scores = read_columns(args.scores, [args.score_col], progress=progress,
+                                  delimiter=args.delimiter)[0][args.score_col]
+        else:
+            model, scores = _fit_model(args, _start_numba(), progress)
+            if args.apply:
+                scores = read_columns(args.apply, [args.score_col], progress=progress,
+                                      delimiter=args.delimiter)[0][args.score_col]
+        progress.stage(f"writing {os.path.basename(_display(args.out))}", 0.0)
+        text = args.out == STDIO or output_format(args.out) == "csv"
+        columns = _calibrated_columns(model, scores, f"--model {args.model}", precision=args.precision, text=text,
+                                      progress=progress)
+        _write_blocks(args.out, *columns, delimiter=args.delimiter)
+        if args.save_model is not None:
+            progress.stage(f"saving {os.path.basename(args.save_model)}")
+            replace_file(args.save_model, lambda file: file.write(_model_bytes(model, args.save_model)),
+                         option="--save-model", text=False)
+    if args.model is None and args.apply is None:
+        warn(_IN_SAMPLE)
     to_stdout = args.out == STDIO  # then the messages must not mix with the data
     said = sys.stderr if to_stdout else sys.stdout
     used = f" by the {MODEL_CLASSES[type(model).__name__]} model of {args.model}" if args.model is not None else ""
     print(f"wrote {len(scores)} calibrated probabilities to {'standard output' if to_stdout else args.out}{used}",
           file=said)
     if args.save_model is not None:
-        replace_file(args.save_model, lambda file: file.write(_model_text(model)), option="--save-model")
         print(f"saved the {args.method} model to {args.save_model}", file=said)
     return 0

@@ -259,7 +259,7 @@ def run_demo(out="reliability.png", seed: int = 0) -> list[dict]:
     from isocal.metrics import calibration_report
 
     if out is not None:
-        check_output(figure_path(out)[0])
+        check_output(figure_path(out)[0], table=False)
     y_test, probs, widths = demo_probabilities(seed)
     if out is not None:
         save_reliability_figure(

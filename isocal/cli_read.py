@@ -11,16 +11,19 @@ import io
 import math
 import os
 import re
+import shutil
 import sys
+import threading
+import time
 
 import numpy as np
 
 # %% auto #0
-__all__ = ['PROGRESS_DELAY', 'READ_THREADS', 'STDIO', 'PARQUET_EXTENSIONS', 'InputError', 'is_parquet', 'RowLocations',
-           'read_columns', 'check_binary_labels']
+__all__ = ['PROGRESS_DELAY', 'READ_THREADS', 'STDIO', 'PARQUET_EXTENSIONS', 'TSV_EXTENSIONS', 'InputError', 'is_parquet',
+           'default_delimiter', 'warn', 'RowLocations', 'read_columns', 'check_binary_labels']
 
 # %% ../nbs/09a_cli_read.ipynb #8aa9b0c4
-PROGRESS_DELAY = 0.5  # seconds before a progress bar appears: quick runs show none
+PROGRESS_DELAY = 2.0  # seconds a command runs before its progress line appears: quick runs show none
 READ_THREADS = False  # whether pyarrow's CSV reader uses threads: on two cores one was as fast and held less memory
 
 
@@ -30,6 +33,7 @@ class InputError(ValueError):
 
 STDIO = "-"   # the file name that means standard input or output
 PARQUET_EXTENSIONS = (".parquet", ".pq")   # file extensions read and written as Parquet (anything else: CSV)
+TSV_EXTENSIONS = (".tsv", ".tab")   # CSV files whose default delimiter is a tab
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 
@@ -44,6 +48,110 @@ def _display(path) -> str:
     return "standard input" if os.fspath(path) == STDIO else os.fspath(path)
 
 
+def default_delimiter(path) -> str:
+    "The delimiter of a CSV `path` unless `--delimiter` says otherwise: a tab for `.tsv` and `.tab`, else a comma."
+    return "\t" if os.fspath(path) != STDIO and os.path.splitext(os.fspath(path))[1].lower() in TSV_EXTENSIONS else ","
+
+
+def warn(message: str) -> None:
+    "Print `isocal: warning: message` on standard error, on a line of its own even while a progress line shows."
+    with _Progress.hidden():
+        print(f"isocal: warning: {message}", file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """One progress line on standard error for a whole command, on a terminal only: the stage ("reading x.csv",
+    "fitting cvap", "writing out.csv"), its percentage where it is known, and the seconds so far. It appears once the
+    command has run `PROGRESS_DELAY` seconds, so quick runs show none; a thread redraws it five times a second, so a
+    fit, which reports nothing while it runs, still shows the time go on; and it is erased at the end (a carriage
+    return and ESC[K), so what the command prints next starts on a clean line and no bar or blank line is left."""
+    active = None  # the progress line being shown, if any: `warn` erases it before printing
+
+    def __init__(self, enabled: bool, file=None):
+        self.enabled, self.file = enabled, file
+        self.start, self.desc, self.fraction, self.shown = time.monotonic(), "", None, False
+        self.lock, self.done = threading.Lock(), threading.Event()
+        if enabled:
+            _Progress.active = self
+            self.thread = threading.Thread(target=self._draw, name="isocal-progress", daemon=True)
+            self.thread.start()
+
+    def stage(self, desc: str, fraction: float | None = None) -> None:
+        "Start a stage; `fraction` 0 to 1 if its progress will be known, None if not (only the time then goes on)."
+        self.desc, self.fraction = desc, fraction
+        if self.enabled and time.monotonic() - self.start >= PROGRESS_DELAY:
+            self._redraw()  # at once: a short stage is seen too
+
+    def advance(self, fraction: float) -> None:
+        "The fraction of the current stage done."
+        self.fraction = min(max(float(fraction), 0.0), 1.0)
+
+    def line(self) -> str:
+        "The text of the progress line, as wide as the terminal at most."
+        width = shutil.get_terminal_size((80, 24)).columns - 1
+        bar = ""
+        if self.fraction is not None:
+            done = int(20 * self.fraction)
+            bar = f"{100 * self.fraction:3.0f}% [{'#' * done}{'.' * (20 - done)}] "
+        head, tail = f"isocal: {bar}", f" {time.monotonic() - self.start:.0f} s"
+        desc = self.desc if self.fraction is not None else self.desc + " ..."
+        room = max(8, width - len(head) - len(tail))
+        if len(desc) > room:  # a long file name: its end is what tells it apart
+            desc = "..." + desc[len(desc) - room + 3:]
+        return (head + desc + tail)[:width]
+
+    def _out(self):
+        return self.file or sys.stderr
+
+    def _redraw(self) -> None:
+        with self.lock:
+            if self.desc and not self.done.is_set():
+                self._out().write("\r\x1b[K" + self.line())
+                self._out().flush()
+                self.shown = True
+
+    def _draw(self) -> None:
+        if self.done.wait(max(0.0, PROGRESS_DELAY - (time.monotonic() - self.start))):
+            return
+        while not self.done.is_set():
+            self._redraw()
+            self.done.wait(0.2)
+
+    def erase(self) -> None:
+        "Erase the line (it is drawn again at the next redraw)."
+        if self.shown:
+            self._out().write("\r\x1b[K")
+            self._out().flush()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def hidden():
+        "Hold the progress line (if any) erased while something else is printed."
+        progress = _Progress.active
+        if progress is None:
+            yield
+            return
+        with progress.lock:
+            progress.erase()
+            yield
+
+    def close(self) -> None:
+        "Stop drawing and erase the line."
+        if not self.enabled or self.done.is_set():
+            return
+        self.done.set()
+        self.thread.join()
+        self.erase()
+        if _Progress.active is self:
+            _Progress.active = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def _cell_problem(cell: str) -> str | None:
     """What is wrong with a CSV cell as a finite number (None if nothing): the strict ASCII decimal syntax, so `1_000`,
     full-width digits and hexadecimal are refused, unlike Python's `float`."""
@@ -54,7 +162,7 @@ def _cell_problem(cell: str) -> str | None:
     return None if math.isfinite(float(cell)) else "non-finite value"  # 1e999 overflows to inf
 
 
-def _column_positions(header: list[str], columns: list[str], path) -> list[int]:
+def _column_positions(header: list[str], columns: list[str], path, delimiter: str = ",") -> list[int]:
     """Position of each wanted column in the header row.
 
     Parameters
@@ -65,6 +173,8 @@ def _column_positions(header: list[str], columns: list[str], path) -> list[int]:
         Names of the columns to read.
     path : str or Path
         File name for error messages.
+    delimiter : str
+        The delimiter the header was split on: a header that is one name holding another likely delimiter gets a hint.
 
     Returns
     -------
@@ -75,7 +185,9 @@ def _column_positions(header: list[str], columns: list[str], path) -> list[int]:
     missing = [c for c in columns if c not in names]
     if missing:
         found = ", ".join(repr(n) for n in names) or "nothing"
-        raise InputError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; the header has {found}")
+        hint = next((f" (is it separated by {d!r}? give --delimiter {_spelled(d)})" for d in ",;\t|"
+                     if len(names) == 1 and d != delimiter and d in names[0]), "")
+        raise InputError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; the header has {found}{hint}")
     for c in columns:
         if names.count(c) > 1:  # which of them is meant cannot be guessed
             raise InputError(f"{path}: column {c!r} appears {names.count(c)} times in the header")
@@ -89,10 +201,15 @@ def _text_lines(source):
     return open(source, newline="", encoding="utf-8-sig")
 
 
-def _csv_rows(source):
+def _spelled(delimiter: str) -> str:
+    "A delimiter as typed in a shell: `tab` for a tab, else quoted."
+    return "tab" if delimiter == "\t" else f"'{delimiter}'"
+
+
+def _csv_rows(source, delimiter: str = ","):
     "(line number, cells) of each row of `source` after the header, skipping empty lines as pyarrow does."
     with _text_lines(source) as file:
-        reader = csv.reader(file)
+        reader = csv.reader(file, delimiter=delimiter)
         next(reader, None)
         for row in reader:
             if row:
@@ -104,21 +221,22 @@ class RowLocations:
     CSV file (counting the header, blank lines and newlines inside quotes, found by a scan only when asked) or
     "row N" (from 1) in a Parquet file."""
 
-    def __init__(self, source=None):
-        self.source = source
+    def __init__(self, source=None, delimiter: str = ","):
+        self.source, self.delimiter = source, delimiter
 
     def __getitem__(self, i: int) -> str:
         if self.source is None:
             return f"row {i + 1}"
-        for k, (line, _) in enumerate(_csv_rows(self.source)):
+        for k, (line, _) in enumerate(_csv_rows(self.source, self.delimiter)):
             if k == i:
                 return f"line {line}"
         raise IndexError(i)
 
 
-def _first_bad_cell(source, path, header: list[str], positions: list[int], columns: list[str]) -> str | None:
+def _first_bad_cell(source, path, header: list[str], positions: list[int], columns: list[str],
+                    delimiter: str = ",") -> str | None:
     "The message for the first row of the wrong width or bad cell of a wanted column, scanning the file; None if none."
-    for line, row in _csv_rows(source):
+    for line, row in _csv_rows(source, delimiter):
         if len(row) != len(header):
             return f"{path}, line {line}: expected {len(header)} fields as in the header, found {len(row)}"
         for i, column in zip(positions, columns):
@@ -128,24 +246,34 @@ def _first_bad_cell(source, path, header: list[str], positions: list[int], colum
     return None
 
 
-def _csv_header(source) -> list[str]:
+def _csv_header(source, delimiter: str = ",") -> list[str]:
     "The first row of a CSV `source` ([] if the file is empty)."
     with _text_lines(source) as file:
-        return next(csv.reader(file), [])
+        return next(csv.reader(file, delimiter=delimiter), [])
 
 
 @contextlib.contextmanager
-def _progress_input(path, enabled: bool):
-    "`path` for pyarrow, or, with `enabled`, a binary file that advances a progress bar on standard error as it is read."
-    if not enabled:
+def _progress_input(path, progress):
+    "`path` for pyarrow, or, with a `_Progress`, a binary file that advances it as pyarrow reads the file."
+    if progress is None:
         yield path
         return
-    from tqdm.auto import tqdm
 
-    with open(path, "rb") as file, tqdm.wrapattr(file, "read", total=os.fstat(file.fileno()).st_size,
-                                                 desc=f"reading {path}", file=sys.stderr,
-                                                 delay=PROGRESS_DELAY) as wrapped:
-        yield wrapped
+    class Reading:
+        def __init__(self, file, total):
+            self.file, self.total, self.done = file, max(total, 1), 0
+
+        def read(self, size=-1):
+            data = self.file.read(size)
+            self.done += len(data)
+            progress.advance(self.done / self.total)
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    with open(path, "rb") as file:
+        yield Reading(file, os.fstat(file.fileno()).st_size)
 
 
 def _numpy_column(column) -> np.ndarray:
@@ -162,24 +290,26 @@ def _numpy_column(column) -> np.ndarray:
     return values
 
 
-def _read_csv(source, path, columns: list[str], progress: bool) -> dict[str, np.ndarray]:
+def _read_csv(source, path, columns: list[str], progress=None, delimiter: str = ",") -> dict[str, np.ndarray]:
     "The wanted columns of a CSV `source` as float64 arrays, by pyarrow; a scan of the text locates any error."
     import pyarrow as pa
     from pyarrow import csv as pa_csv
 
-    header = _csv_header(source)
-    positions = _column_positions(header, columns, path)
+    header = _csv_header(source, delimiter)
+    positions = _column_positions(header, columns, path, delimiter)
     names = [f"f{i}" for i in range(len(header))]  # the header's own names may be blank, padded or repeated
     wanted = [names[i] for i in positions]
     read_options = pa_csv.ReadOptions(column_names=names, skip_rows=1, use_threads=READ_THREADS)
+    parse_options = pa_csv.ParseOptions(delimiter=delimiter)
     convert_options = pa_csv.ConvertOptions(include_columns=wanted, column_types=dict.fromkeys(wanted, pa.float64()),
                                             null_values=[], strings_can_be_null=False)
     stream = pa.BufferReader(source) if isinstance(source, bytes) else source
     try:
-        with _progress_input(stream, progress and not isinstance(source, bytes)) as file:
-            table = pa_csv.read_csv(file, read_options=read_options, convert_options=convert_options)
+        with _progress_input(stream, None if isinstance(source, bytes) else progress) as file:
+            table = pa_csv.read_csv(file, read_options=read_options, parse_options=parse_options,
+                                    convert_options=convert_options)
     except pa.ArrowInvalid as err:
-        raise InputError(_first_bad_cell(source, path, header, positions, columns)
+        raise InputError(_first_bad_cell(source, path, header, positions, columns, delimiter)
                          or f"cannot read {path} as CSV: {err}") from None
     values = {}
     for column, name in zip(columns, wanted):
@@ -187,7 +317,7 @@ def _read_csv(source, path, columns: list[str], progress: bool) -> dict[str, np.
         table = table.drop_columns([name])  # frees the Arrow copy before the next column is converted,
         pa.default_memory_pool().release_unused()  # and gives it back to the system: NumPy allocates elsewhere
     if not all(np.isfinite(v).all() for v in values.values()):
-        raise InputError(_first_bad_cell(source, path, header, positions, columns))
+        raise InputError(_first_bad_cell(source, path, header, positions, columns, delimiter))
     return values
 
 
@@ -220,7 +350,8 @@ def _read_parquet(path, columns: list[str]) -> dict[str, np.ndarray]:
     return values
 
 
-def read_columns(path, columns: list[str], *, progress: bool = False) -> tuple[dict[str, np.ndarray], RowLocations]:
+def read_columns(path, columns: list[str], *, progress=False,
+                 delimiter: str | None = None) -> tuple[dict[str, np.ndarray], RowLocations]:
     """Read numeric columns, by header name, from a CSV file, a Parquet file (by extension) or `-` (standard input, CSV).
 
     Parameters
@@ -229,8 +360,11 @@ def read_columns(path, columns: list[str], *, progress: bool = False) -> tuple[d
         CSV file with a header row, Parquet file, or "-".
     columns : list of str
         Names of the columns to read; others are ignored.
-    progress : bool, default False
-        Show a progress bar on standard error while a long CSV file is read.
+    progress : bool or _Progress, default False
+        Show a progress line on standard error while a long CSV file is read (True: one of its own; or the
+        command's, to which reading is a stage).
+    delimiter : str, optional
+        The CSV delimiter; default `default_delimiter(path)`, a tab for `.tsv`, else a comma.
 
     Returns
     -------
@@ -240,16 +374,26 @@ def read_columns(path, columns: list[str], *, progress: bool = False) -> tuple[d
         Where each row is in the file, for error messages.
     """
     name = _display(path)
+    delimiter = delimiter or default_delimiter(path)
+    own = _Progress(True) if progress is True else None
+    progress = own or progress or None
+    if progress is not None:
+        known = os.fspath(path) != STDIO and not is_parquet(path)  # a CSV file's size is known: a percentage
+        progress.stage(f"reading {os.path.basename(name)}", 0.0 if known else None)
     try:
         if is_parquet(path):
             values, locations = _read_parquet(path, columns), RowLocations()
         else:
             source = sys.stdin.buffer.read() if os.fspath(path) == STDIO else os.fspath(path)
-            values, locations = _read_csv(source, name, columns, progress), RowLocations(source)
+            values = _read_csv(source, name, columns, progress, delimiter)
+            locations = RowLocations(source, delimiter)
     except OSError as err:
         raise InputError(f"cannot read {name}: {err.strerror or err}") from None
     except (UnicodeDecodeError, csv.Error) as err:
         raise InputError(f"cannot read {name} as CSV: {err}") from None
+    finally:
+        if own is not None:
+            own.close()
     if not len(next(iter(values.values()))):
         raise InputError(f"{name} has no data rows")
     return values, locations

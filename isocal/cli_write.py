@@ -11,16 +11,17 @@ import csv
 import dataclasses
 import io
 import os
-import secrets
-import stat
 import sys
 
 import numpy as np
 
-from .cli_read import STDIO, InputError, is_parquet
+from .cli_read import PARQUET_EXTENSIONS, STDIO, TSV_EXTENSIONS, InputError, default_delimiter
+from .portable import _check_writable, _is_special, _temporary_beside
+from .portable import replace_file as _replace_file
 
 # %% auto #0
-__all__ = ['BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'WRITE_THREADS', 'check_output', 'replace_file', 'write_columns']
+__all__ = ['BLOCK_ROWS', 'MAX_BLOCK_ROWS', 'FORMAT_ROWS', 'WRITE_THREADS', 'output_format', 'check_output', 'replace_file',
+           'write_columns']
 
 # %% ../nbs/09b_cli_write.ipynb #6bf6c871
 BLOCK_ROWS = 1 << 16  # fewest rows per block of output, computed and written in turn (a Parquet row group)
@@ -29,33 +30,34 @@ FORMAT_ROWS = 1 << 12  # rows per piece of a block formatted as CSV text by one 
 WRITE_THREADS = 2  # threads formatting CSV text while the next block is computed (0: none, all in this thread)
 
 # %% ../nbs/09b_cli_write.ipynb #da59f3a5
-def _temporary_beside(target: str) -> str:
-    "Create an empty, new temporary file in the directory of `target`, with the default mode; return its path."
-    directory, name = os.path.split(target)
-    while True:
-        # At most 64 characters of the name: the target's name may already be near the file system's limit.
-        path = os.path.join(directory, f".{name[:64]}.{secrets.token_hex(6)}.tmp")
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask applies, as for open()
-            return path
-        except FileExistsError:
-            continue
-
-
-def _is_special(target: str) -> bool:
-    "True if `target` exists and is not a regular file or directory (a device or pipe: nothing to lose)."
-    try:
-        mode = os.stat(target).st_mode
-    except OSError:
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-
-
 def _cannot_write(out, option: str, err: OSError) -> InputError:
     return InputError(f"cannot write {option} {out}: {err.strerror or err}")
 
 
-def check_output(out, option: str = "--out", inputs: dict | None = None) -> None:
+def output_format(out, option: str = "--out") -> str:
+    """The format of the table written to `out`, by its extension: "parquet" for `.parquet` and `.pq`, "csv" for
+    `.csv`, `.tsv` and `.tab`, and for `-` (standard output) and special files such as /dev/null or a FIFO; any other
+    name is refused rather than written as CSV under a name that says otherwise (`--out out.xlsx`)."""
+    if os.fspath(out) == STDIO or _is_special(os.path.realpath(out)):
+        return "csv"
+    extension = os.path.splitext(os.fspath(out))[1].lower()
+    if extension in PARQUET_EXTENSIONS:
+        return "parquet"
+    if extension in (".csv",) + TSV_EXTENSIONS:
+        return "csv"
+    raise InputError(f"cannot write {option} {out}: unknown extension {extension or '(none)'!s}; the output is CSV "
+                     f"(.csv, or .tsv with tabs) or Parquet (.parquet, .pq), or - for CSV on standard output")
+
+
+def _same_stream(stream, path) -> bool:
+    "True if the open standard stream `stream` is the file `path` (redirected from or to it)."
+    try:
+        return os.path.samestat(os.fstat(stream.fileno()), os.stat(path))
+    except (OSError, AttributeError, ValueError):  # not a real file (a pytest capture), or `path` does not exist
+        return False
+
+
+def check_output(out, option: str = "--out", inputs: dict | None = None, table: bool = True) -> None:
     """Refuse an output that is one of the inputs or cannot be written, before any work is done.
 
     Parameters
@@ -65,11 +67,18 @@ def check_output(out, option: str = "--out", inputs: dict | None = None) -> None
     option : str
         The option that named it, for messages.
     inputs : dict of str to (str or Path or None), optional
-        Input files by the argument that named them; None entries are skipped.
+        Input files by the argument that named them; None entries are skipped, and `-` is standard input, which
+        may be redirected from the output file (`isocal calibrate - --out in.csv < in.csv`).
+    table : bool
+        `out` is a table (CSV or Parquet): its extension must say which (`output_format`).
     """
     if not os.fspath(out):
         raise InputError(f"{option} is empty: give the name of the file to write")
     if os.fspath(out) == STDIO:
+        for name, path in (inputs or {}).items():
+            if path is not None and os.fspath(path) != STDIO and _same_stream(sys.stdout, path):
+                raise InputError(f"{option} - is standard output, which is redirected to the input {name} {path}: "
+                                 f"choose another output file")
         return
     target = os.path.realpath(out)
     if _is_special(target):
@@ -77,13 +86,21 @@ def check_output(out, option: str = "--out", inputs: dict | None = None) -> None
             raise _cannot_write(out, option, PermissionError(13, os.strerror(13)))
         return
     for name, path in (inputs or {}).items():
-        if path is not None and _same_file(out, path):
+        if path is not None and os.fspath(path) == STDIO and _same_stream(sys.stdin, target):
+            raise InputError(f"{option} {out} is the same file as standard input ({name} -), which is redirected "
+                             f"from it; writing it would destroy the input: choose another output file")
+        if path is not None and os.fspath(path) != STDIO and _same_file(out, path):
             raise InputError(f"{option} {out} is the same file as the input {name} {path}; "
                              f"writing it would destroy the input: choose another output file")
     if os.path.isdir(target):
         raise _cannot_write(out, option, IsADirectoryError(21, os.strerror(21)))
+    if table:
+        output_format(out, option)
     try:
-        os.remove(_temporary_beside(target))
+        _check_writable(target)
+        path, fd = _temporary_beside(target)
+        os.close(fd)
+        os.remove(path)
     except OSError as err:
         raise _cannot_write(out, option, err) from None
 
@@ -97,7 +114,9 @@ def _same_file(a, b) -> bool:
 
 
 def replace_file(out, write, *, option: str = "--out", text: bool = True) -> None:
-    """Write a file by `write(file)` into a temporary file beside `out`, then rename it onto `out` when complete.
+    """Write a file by `write(file)` so that it appears whole or not at all: `isocal.portable.replace_file` (a temporary
+    file beside `out`, renamed onto it when complete; a link written through, a FIFO or device written into, a
+    write-protected file refused), with an error that names `option`.
 
     Parameters
     ----------
@@ -110,34 +129,16 @@ def replace_file(out, write, *, option: str = "--out", text: bool = True) -> Non
     text : bool
         Open the file in text or binary mode.
     """
-    target = os.path.realpath(out)
-    mode, kwargs = ("w", {"newline": "", "encoding": "utf-8"}) if text else ("wb", {})
     try:
-        if _is_special(target):
-            with open(target, mode, **kwargs) as file:
-                write(file)
-            return
-        temporary = _temporary_beside(target)
-        try:
-            with open(temporary, mode, **kwargs) as file:
-                write(file)
-                file.flush()
-                os.fsync(file.fileno())
-            if os.path.exists(target):
-                os.chmod(temporary, stat.S_IMODE(os.stat(target).st_mode))
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
-            raise
+        _replace_file(out, write, text=text)
     except OSError as err:
         raise _cannot_write(out, option, err) from None
 
 
-def _csv_header_line(names) -> bytes:
+def _csv_header_line(names, delimiter: str = ",") -> bytes:
     "The header row of `names`, quoted only where CSV needs it (pyarrow would quote every name)."
     text = io.StringIO()
-    csv.writer(text).writerow(names)
+    csv.writer(text, delimiter=delimiter, lineterminator="\n").writerow(names)
     return text.getvalue().encode()
 
 
@@ -193,13 +194,13 @@ def _text_values(column):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not isinstance(column, _EncodedColumn):
-        return column
+    if not isinstance(column, _EncodedColumn) or not isinstance(column.values, np.ndarray):
+        return column  # a plain column, or values printed already (`--precision`)
     return _EncodedColumn(column.codes, pc.cast(_arrow_array(column.values), pa.string(),
                                                memory_pool=pa.system_memory_pool()))
 
 
-def _csv_text(arrays: list, names: list[str]):
+def _csv_text(arrays: list, names: list[str], delimiter: str = ","):
     """The CSV text of some rows, without a header, as an Arrow buffer. pyarrow formats without holding the GIL, so
     several threads can format at once; with the system allocator rather than pyarrow's default (mimalloc), which
     keeps memory that one thread frees after another allocated it. Text columns (`_text_values`) are numbers already
@@ -209,12 +210,13 @@ def _csv_text(arrays: list, names: list[str]):
 
     pool = pa.system_memory_pool()
     sink = pa.BufferOutputStream(memory_pool=pool)
-    options = pa_csv.WriteOptions(include_header=False, batch_size=max(1, FORMAT_ROWS), quoting_style="none")
+    options = pa_csv.WriteOptions(include_header=False, batch_size=max(1, FORMAT_ROWS), quoting_style="none",
+                                  delimiter=delimiter)
     pa_csv.write_csv(_record_batch(arrays, names), sink, options, memory_pool=pool)
     return sink.getvalue()
 
 
-def _write_csv_blocks(file, names: list[str], blocks) -> None:
+def _write_csv_blocks(file, names: list[str], blocks, delimiter: str = ",") -> None:
     """Write the header row, then the rows of each block in order, to an open binary file. Printing the numbers is
     most of the work of a CSV write, so `WRITE_THREADS` threads format each block in pieces of `FORMAT_ROWS` rows
     while this thread computes the next block (`blocks` is lazy), then writes the finished text; so at most two
@@ -225,17 +227,17 @@ def _write_csv_blocks(file, names: list[str], blocks) -> None:
         arrays = [_text_values(a) for a in arrays]
         return ([a[start:start + FORMAT_ROWS] for a in arrays] for start in range(0, len(arrays[0]), FORMAT_ROWS))
 
-    file.write(_csv_header_line(names))
+    file.write(_csv_header_line(names, delimiter))
     if WRITE_THREADS == 0:
         for arrays in blocks:
             for piece in pieces(arrays):
-                file.write(_csv_text(piece, names))
+                file.write(_csv_text(piece, names, delimiter))
         return
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
         pending = collections.deque()
         try:
             for arrays in blocks:  # the next block is computed while the threads format the pending one
-                formatting = [pool.submit(_csv_text, piece, names) for piece in pieces(arrays)]
+                formatting = [pool.submit(_csv_text, piece, names, delimiter) for piece in pieces(arrays)]
                 while pending:
                     file.write(pending.popleft().result())
                 pending.extend(formatting)
@@ -267,23 +269,26 @@ def _block_starts(n: int, rows: int | None = None) -> range:
     return range(0, max(n, 1), rows or BLOCK_ROWS)
 
 
-def _write_blocks(path, names: list[str], blocks, option: str = "--out") -> None:
+def _write_blocks(path, names: list[str], blocks, option: str = "--out", delimiter: str | None = None) -> None:
     """Write columns given as blocks of rows (`blocks` yields, for consecutive rows, one column per name: a NumPy array
-    or an `_EncodedColumn`) to a Parquet file (by extension), a CSV file with a header row, or `-` (standard output,
-    CSV); a file is replaced only when complete.
-    The blocks are computed as the file is written, so no output column is ever whole in memory."""
+    or an `_EncodedColumn`) to a Parquet or CSV file (by extension, `output_format`; CSV with a header row and
+    `delimiter`, by default `default_delimiter(path)`), or `-` (standard output, CSV); a file is replaced only when
+    complete. The blocks are computed as the file is written, so no output column is ever whole in memory."""
     if os.fspath(path) == STDIO:
         try:
-            _write_csv_blocks(sys.stdout.buffer, names, blocks)
+            _write_csv_blocks(sys.stdout.buffer, names, blocks, delimiter or ",")
             sys.stdout.buffer.flush()
         except OSError as err:
             raise _cannot_write("standard output", option, err) from None
         return
-    write = _write_parquet_blocks if is_parquet(path) else _write_csv_blocks
-    replace_file(path, lambda file: write(file, names, blocks), option=option, text=False)
+    if output_format(path, option) == "parquet":
+        write = lambda file: _write_parquet_blocks(file, names, blocks)  # noqa: E731
+    else:
+        write = lambda file: _write_csv_blocks(file, names, blocks, delimiter or default_delimiter(path))  # noqa: E731
+    replace_file(path, write, option=option, text=False)
 
 
-def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -> None:
+def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out", *, delimiter: str | None = None) -> None:
     """Write equal-length numeric columns with their names: a Parquet file (by extension), a CSV file with a header
     row, or `-` (standard output, CSV); a file is replaced only when complete.
 
@@ -296,6 +301,8 @@ def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -
         as the same float64.
     option : str
         The option that named `path`, for messages.
+    delimiter : str, optional
+        The CSV delimiter; default `default_delimiter(path)`, a tab for `.tsv`, else a comma.
     """
     arrays = {name: np.asarray(v) for name, v in columns.items()}
     lengths = {a.shape[0] if a.ndim == 1 else None for a in arrays.values()}
@@ -303,4 +310,4 @@ def write_columns(path, columns: dict[str, np.ndarray], option: str = "--out") -
         shapes = ", ".join(f"{name!r} {a.shape}" for name, a in arrays.items())
         raise ValueError(f"`columns` must be 1-D arrays of one length, got shapes {shapes}")
     blocks = ([a[start:start + BLOCK_ROWS] for a in arrays.values()] for start in _block_starts(lengths.pop()))
-    _write_blocks(path, list(arrays), blocks, option)
+    _write_blocks(path, list(arrays), blocks, option, delimiter)

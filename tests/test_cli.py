@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -19,10 +20,12 @@ from sklearn.isotonic import IsotonicRegression
 
 from isocal import __version__
 from isocal.cli import main
+from isocal.cli_calibrate import _IN_SAMPLE as IN_SAMPLE
 from isocal.cli_demo import format_table, run_demo
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SCRIPT = Path(sys.executable).with_name("isocal")
+IN_SAMPLE_LINE = f"isocal: warning: {IN_SAMPLE}\n"  # said once by a run that calibrates the scores it fits
 needs_script = pytest.mark.skipif(not SCRIPT.exists() and shutil.which("isocal") is None,
                                   reason="the isocal console script is not installed (pip install -e .)")
 
@@ -321,7 +324,7 @@ def test_version(capsys):
     assert capsys.readouterr().out == f"isocal {__version__}\n"
 
 
-@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["calibrate"], ["calibrate", "x.csv", "--method", "platt"],
+@pytest.mark.parametrize("argv", [["frobnicate"], ["calibrate"], ["calibrate", "x.csv", "--method", "platt"],
                                   ["demo", "--seed", "one"]])
 def test_usage_errors_exit_2(argv, capsys):
     assert main(argv) == 2
@@ -385,7 +388,7 @@ def test_console_main_freezes_the_collector_after_main_only(tmp_path, scores_csv
     run = lambda *args: subprocess.run([sys.executable, "-c", CONSOLE_CODE, *args], cwd=tmp_path, capture_output=True,
                                        text=True, timeout=120)
     fitted = run("calibrate", str(path), "--method", "ivap", "--out", "script.csv")
-    assert fitted.returncode == 0 and fitted.stderr == "frozen True\n"
+    assert fitted.returncode == 0 and fitted.stderr == IN_SAMPLE_LINE + "frozen True\n"
     refused = run("calibrate", "missing.csv")
     assert refused.returncode == 2 and refused.stderr.startswith("isocal: error: ")
     frozen = gc.get_freeze_count()
@@ -575,7 +578,7 @@ def test_isotonic_warns_on_a_single_class(tmp_path, capsys, label):
     assert main(["calibrate", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert captured.err == (f"isocal: warning: {path} has only label {label}: "
-                            f"every calibrated probability is {label}\n")
+                            f"every calibrated probability is {label}\n") + IN_SAMPLE_LINE
     np.testing.assert_array_equal(read_csv(out)[1][:, 1], label)
 
 
@@ -905,7 +908,7 @@ def test_stdin_and_stdout(tmp_path, scores_csv):
     result = run_main("calibrate", "-", "--method", "cvap", "--out", "-", stdin=path.read_bytes())
     assert result.returncode == 0, result.stderr
     assert result.stdout == (tmp_path / "a.csv").read_bytes()
-    assert result.stderr == b"wrote 200 calibrated probabilities to standard output\n"
+    assert result.stderr == IN_SAMPLE_LINE.encode() + b"wrote 200 calibrated probabilities to standard output\n"
     bad = run_main("calibrate", "-", "--out", "-", stdin=b"score,label\n0.1,0\n\n0.2,x\n")
     assert (bad.returncode, bad.stdout) == (2, b"")
     assert bad.stderr == b"isocal: error: standard input, line 4: column 'label' has non-numeric value 'x'\n"
@@ -916,7 +919,7 @@ def test_stdin_and_stdout(tmp_path, scores_csv):
 def test_progress_bars_only_when_asked(tmp_path, scores_csv, capsys, monkeypatch):
     out = tmp_path / "o.csv"
     assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--out", str(out)]) == 0
-    assert capsys.readouterr().err == ""  # standard error is not a terminal here
+    assert capsys.readouterr().err == IN_SAMPLE_LINE  # standard error is not a terminal here: no progress
     monkeypatch.setattr("isocal.cli_calibrate._show_progress", lambda: True)
     set_everywhere(monkeypatch, "PROGRESS_DELAY", 0)
     assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--out", str(out)]) == 0
@@ -1121,7 +1124,7 @@ def test_save_model_write_failure_keeps_the_previous_model(tmp_path, scores_csv,
     def fails(_):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("isocal.cli_calibrate._model_text", fails)
+    monkeypatch.setattr("isocal.cli_calibrate._model_bytes", lambda model, path: fails(model))
     assert main(["calibrate", str(scores_csv[0]), "--save-model", str(model), "--out", str(tmp_path / "o.csv")]) == 2
     assert capsys.readouterr().err == f"isocal: error: cannot write --save-model {model}: No space left on device\n"
     assert model.read_text() == "previous model\n"
@@ -1241,7 +1244,7 @@ def test_calibrate_imports_neither_scikit_learn_nor_pandas(tmp_path, scores_csv,
     result = subprocess.run([sys.executable, "-c", code, "calibrate", str(scores_csv[0]), "--method", method,
                              "--out", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stderr == "[]\n"
+    assert result.stderr == IN_SAMPLE_LINE + "[]\n"
 
 
 @pytest.mark.parametrize("threads", [0, 1, 3])
@@ -1317,3 +1320,278 @@ def test_venn_abers_parquet_columns_are_float64(tmp_path, scores_csv, method):
     assert main(["calibrate", str(scores_csv[0]), "--method", method, "--out", str(tmp_path / "o.parquet")]) == 0
     schema = pq.read_schema(tmp_path / "o.parquet")
     assert [str(t) for t in schema.types] == ["double"] * 4
+
+
+# ---------------------------------------------------------------- a command line that guides (issue 31, part 4)
+
+def test_bare_isocal_prints_the_help(capsys):
+    "`isocal` alone prints the whole help (the description and every command), not just a usage line"
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: isocal") and "Isotonic calibration" in out
+    assert all(command in out for command in ("demo", "calibrate", "warmup"))
+
+
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_in_sample_calibration_is_said_once(tmp_path, scores_csv, capsys, method):
+    "Without --apply the fitted scores themselves are calibrated: said once on standard error; not with --apply/--model"
+    path = scores_csv[0]
+    out, model = tmp_path / "o.csv", tmp_path / "m.json"
+    assert main(["calibrate", str(path), "--method", method, "--out", str(out), "--save-model", str(model)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("in-sample") == 1 and err.startswith("isocal: warning:") and "--apply" in err
+    assert main(["calibrate", str(path), "--method", method, "--apply", str(path), "--out", str(out)]) == 0
+    assert "in-sample" not in capsys.readouterr().err
+    assert main(["calibrate", str(path), "--model", str(model), "--out", str(out)]) == 0
+    assert "in-sample" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["out.xlsx", "out.txt", "out.json", "out"])
+def test_output_format_comes_from_the_extension(tmp_path, scores_csv, capsys, name):
+    "An output name without a known extension is refused before any work, not written as CSV under its name"
+    assert main(["calibrate", str(scores_csv[0]), "--out", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {tmp_path / name}" in err
+    assert ".csv" in err and ".parquet" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.csv"]
+
+
+def test_known_output_extensions(tmp_path, scores_csv):
+    path = scores_csv[0]
+    for name in ("o.csv", "o.CSV", "o.tsv", "o.parquet", "o.pq"):
+        assert main(["calibrate", str(path), "--apply", str(path), "--out", str(tmp_path / name)]) == 0
+    assert (tmp_path / "o.parquet").read_bytes()[:4] == b"PAR1" == (tmp_path / "o.pq").read_bytes()[:4]
+    assert (tmp_path / "o.tsv").read_text().splitlines()[0] == "score\tprobability"
+    assert (tmp_path / "o.csv").read_text() == (tmp_path / "o.CSV").read_text() == \
+        (tmp_path / "o.tsv").read_text().replace("\t", ",")
+
+
+def test_delimiter(tmp_path, scores_csv, capsys):
+    "--delimiter reads and writes another separator; a file that plainly uses one gets a hint, not just 'missing'"
+    path, s, y = scores_csv
+    semi = tmp_path / "semi.csv"
+    semi.write_text(path.read_text().replace(",", ";"))
+    assert main(["calibrate", str(semi), "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "missing column(s)" in err and "--delimiter ';'" in err
+    assert main(["calibrate", str(path), "--apply", str(path), "--out", str(tmp_path / "comma.csv")]) == 0
+    assert main(["calibrate", str(semi), "--delimiter", ";", "--apply", str(semi), "--out", str(tmp_path / "s.csv")]) == 0
+    assert (tmp_path / "s.csv").read_text() == (tmp_path / "comma.csv").read_text().replace(",", ";")
+    tab = tmp_path / "tab.txt"
+    tab.write_text(path.read_text().replace(",", "\t"))
+    for spelling in ("\t", "\\t", "tab"):
+        assert main(["calibrate", str(tab), "--delimiter", spelling, "--apply", str(tab),
+                     "--out", str(tmp_path / "t.csv")]) == 0
+        assert (tmp_path / "t.csv").read_text() == (tmp_path / "comma.csv").read_text().replace(",", "\t")
+    capsys.readouterr()
+    for bad in ("", ";;", '"', "\n", "1", "."):
+        assert main(["calibrate", str(path), "--delimiter", bad]) == 2
+        assert "argument --delimiter" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["isotonic", "ivap", "cvap"])
+def test_precision(tmp_path, scores_csv, method):
+    """Default: the shortest text that reads back as the same float (round trip); --precision N: N significant digits
+    for the probabilities (the scores are written as they were read)"""
+    path = scores_csv[0]
+    full, short = tmp_path / "full.csv", tmp_path / "short.csv"
+    assert main(["calibrate", str(path), "--method", method, "--apply", str(path), "--out", str(full)]) == 0
+    assert main(["calibrate", str(path), "--method", method, "--apply", str(path), "--out", str(short),
+                 "--precision", "3"]) == 0
+    with open(full, newline="") as f: a = list(csv.reader(f))
+    with open(short, newline="") as f: b = list(csv.reader(f))
+    assert a[0] == b[0] and len(a) == len(b)
+    for ra, rb in zip(a[1:], b[1:]):
+        assert ra[0] == rb[0]  # the score column as read
+        for x, y in zip(ra[1:], rb[1:]):
+            assert y == f"{float(x):.3g}", (x, y)
+    assert max(len(f) for row in b[1:] for f in row[1:]) <= len("0.123") + len("e-05")
+    assert max(len(f) for row in a[1:] for f in row[1:]) > 8  # the default writes every digit a float needs
+
+
+@pytest.mark.parametrize("bad", ["0", "18", "x", "-1"])
+def test_precision_range(tmp_path, scores_csv, capsys, bad):
+    assert main(["calibrate", str(scores_csv[0]), "--precision", bad]) == 2
+    assert "argument --precision: must be an integer from 1 to 17" in capsys.readouterr().err
+
+
+def test_models_are_compact_and_may_be_gzipped(tmp_path, scores_csv):
+    "--save-model writes one line of JSON, gzip-compressed for a .gz name; --model reads either, the same bytes out"
+    path = scores_csv[0]
+    plain, packed = tmp_path / "m.json", tmp_path / "m.json.gz"
+    for model in (plain, packed):
+        assert main(["calibrate", str(path), "--method", "cvap", "--save-model", str(model),
+                     "--out", str(tmp_path / "fit.csv")]) == 0
+    text = plain.read_text()
+    assert text.count("\n") == 1 and ", " not in text and ": " not in text
+    import gzip
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    for model in (plain, packed):
+        assert main(["calibrate", str(path), "--model", str(model), "--out", str(tmp_path / f"{model.name}.csv")]) == 0
+        assert (tmp_path / f"{model.name}.csv").read_bytes() == (tmp_path / "fit.csv").read_bytes()
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def screen(text):
+    "The lines a terminal shows after `text`: \r returns to the line's start, ESC[K erases to its end"
+    lines, col = [""], 0
+    for piece in re.split(r"(\r|\n|\x1b\[K)", text):
+        if piece == "\n": lines.append(""); col = 0
+        elif piece == "\r": col = 0
+        elif piece == "\x1b[K": lines[-1] = lines[-1][:col]
+        else: lines[-1] = lines[-1][:col] + piece + lines[-1][col + len(piece):]; col += len(piece)
+    return lines
+
+
+def test_progress_on_a_terminal(tmp_path, scores_csv, monkeypatch):
+    """On a terminal a run longer than PROGRESS_DELAY (about 2 s) shows one progress line through its stages (reading,
+    fitting, writing), redrawn in place, and erased at the end: no blank or stray lines are left"""
+    from isocal import cli_read
+    assert 1.5 <= cli_read.PROGRESS_DELAY <= 3
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    set_everywhere(monkeypatch, "PROGRESS_DELAY", 0)
+    slow = {"fit": 0}
+    import isocal.cli_calibrate as cc
+    original = cc._fit_venn_abers
+
+    def slow_fit(*args):
+        import time
+        time.sleep(0.5)  # the progress line is redrawn while a fit reports nothing
+        slow["fit"] += 1
+        return original(*args)
+
+    monkeypatch.setattr(cc, "_fit_venn_abers", slow_fit)
+    out = tmp_path / "o.csv"
+    assert main(["calibrate", str(scores_csv[0]), "--method", "cvap", "--apply", str(scores_csv[0]),
+                 "--out", str(out)]) == 0
+    text = terminal.getvalue()
+    assert "reading" in text and "fitting cvap" in text and "writing" in text and "%" in text
+    assert text.count("fitting cvap") >= 2  # redrawn during the fit
+    assert screen(text) == [""], screen(text)  # all erased: the next line starts clean
+    assert screen("a\n" + text + "b\n") == ["a", "b", ""]
+
+
+# ---------------------------------------------------------------- files (issue 30, part 3)
+
+@needs_script
+@pytest.mark.parametrize("option", ["SCORES", "--apply"])
+def test_standard_input_that_is_the_out_file_is_refused(tmp_path, scores_csv, option):
+    "`isocal calibrate - --out in.csv < in.csv` would replace the input with its labels: refused, the file kept"
+    path = scores_csv[0]
+    before = path.read_bytes()
+    args = ["calibrate", "-", "--out", str(path)] if option == "SCORES" else \
+        ["calibrate", str(tmp_path / "other.csv"), "--apply", "-", "--out", str(path)]
+    shutil.copy(path, tmp_path / "other.csv")
+    with open(path, "rb") as stdin:
+        r = subprocess.run([script(), *args], stdin=stdin, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "standard input" in r.stderr and "same file" in r.stderr and r.stderr.count("\n") == 1
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("option", ["--out", "--save-model"])
+def test_write_protected_output_is_refused(tmp_path, scores_csv, capsys, option):
+    "An existing write-protected output is refused before any work (as `cp` does without -f), even as root"
+    target = tmp_path / ("o.csv" if option == "--out" else "m.json")
+    target.write_text("keep me")
+    os.chmod(target, 0o444)
+    args = ["calibrate", str(scores_csv[0]), option, str(target)] + (["--out", str(tmp_path / "x.csv")]
+                                                                      if option == "--save-model" else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == f"isocal: error: cannot write {option} {target}: the file is write-protected: make it writable or " \
+                  f"remove it first\n"
+    assert target.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == sorted(["scores.csv", target.name])
+
+
+def test_a_killed_runs_temporary_file_is_removed_by_the_next_run(tmp_path, scores_csv):
+    "SIGKILL leaves `.o.csv.<hex>.tmp`; the next run writing o.csv removes it (nobody holds it locked)"
+    leftover = tmp_path / ".o.csv.0123456789ab.tmp"
+    leftover.write_text("half a file")
+    assert main(["calibrate", str(scores_csv[0]), "--out", str(tmp_path / "o.csv")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "scores.csv"]
+
+
+def test_deeply_nested_model_is_a_malformed_model_file(tmp_path, scores_csv, capsys):
+    model = tmp_path / "deep.json"
+    model.write_text("[" * 100_000)
+    assert main(["calibrate", str(scores_csv[0]), "--model", str(model), "--out", str(tmp_path / "o.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"isocal: error: --model {model}: malformed model file") and err.count("\n") == 1
+
+
+def wait_until_reading_stdin(proc, pipe_fd):
+    "Wait until `proc` has taken what was written into its standard input pipe (it is then inside `main`)"
+    import fcntl, termios, array, time
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        left = array.array("i", [0])
+        fcntl.ioctl(pipe_fd, termios.FIONREAD, left)
+        if left[0] == 0:
+            time.sleep(0.2)
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    raise AssertionError("the command never read its standard input")
+
+
+def default_signals():
+    """In the child, before it runs: Ctrl-C's signal back to its default. pytest-xdist's workers ignore SIGINT, and a
+    process started with SIGINT ignored keeps ignoring it (Python then installs no KeyboardInterrupt handler, as a
+    shell's background jobs expect)"""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@needs_script
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_interrupted_or_terminated_without_a_traceback(tmp_path, signame):
+    """Ctrl-C (SIGINT) or SIGTERM: one line on standard error, no traceback, no output file, no temporary file; the
+    process ends by the signal, as the shell expects"""
+    import signal
+    sig = getattr(signal, signame)
+    proc = subprocess.Popen([script(), "calibrate", "-", "--out", str(tmp_path / "o.csv")], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path, preexec_fn=default_signals)
+    try:
+        proc.stdin.write(b"score,label\n0.1,0\n0.2,1\n")
+        proc.stdin.flush()
+        wait_until_reading_stdin(proc, proc.stdin.fileno())
+        proc.send_signal(sig)
+        err = proc.communicate(timeout=60)[1].decode()
+    finally:
+        if proc.poll() is None: proc.kill(); proc.wait()
+    assert "Traceback" not in err and err == f"isocal: {'interrupted' if signame == 'SIGINT' else 'terminated'}\n", err
+    assert proc.returncode == -sig
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_while_writing_removes_the_temporary_file(tmp_path, scores_csv, signame):
+    "A signal that arrives while the output is being written: the temporary file is removed, the old output kept"
+    import signal, time
+    out = tmp_path / "o.csv"
+    out.write_text("old\n")
+    code = ("import sys, time, isocal.cli_write as w\n"
+            "original = w._write_csv_blocks\n"
+            "def slow(file, *args):\n    file.write(b'partial'); file.flush(); print('writing', flush=True); time.sleep(600)\n"
+            "w._write_csv_blocks = slow\n"
+            "from isocal.cli import console_main\n"
+            "sys.argv = ['isocal'] + sys.argv[1:]\n"
+            "sys.exit(console_main())\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, "calibrate", str(scores_csv[0]), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+    try:
+        assert proc.stdout.readline() == "writing\n"
+        assert len(list(tmp_path.glob(".o.csv.*.tmp"))) == 1
+        proc.send_signal(getattr(signal, signame))
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None: proc.kill(); proc.wait()
+    assert "Traceback" not in err, err
+    assert proc.returncode == -getattr(signal, signame)
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "scores.csv"]

@@ -1,5 +1,5 @@
 "The notebooks are committed executed: their saved outputs must come from their current source (.ci/notebooks.py)."
-import importlib.util, json, re, shutil
+import importlib.util, json, os, re, shutil
 from pathlib import Path
 
 import pytest
@@ -15,23 +15,43 @@ def test_saved_outputs_are_fresh(path):
     assert notebooks.problems(path) == []
 
 
-def edit_first_code_cell(path):
-    nb = json.loads(path.read_text())
-    cell = next(c for c in nb['cells'] if c['cell_type'] == 'code' and 'export' not in ''.join(c['source']))
-    cell['source'] = ''.join(cell['source']) + '\n1 + 1'
-    path.write_text(json.dumps(nb, indent=1))
+def tiny_notebook(path):
+    "A small executed-looking notebook: a markdown cell and two code cells, never run (no digests yet)"
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell('# Tiny'),
+                                         nbformat.v4.new_code_cell('x = 21'), nbformat.v4.new_code_cell('print(x * 2)')])
+    nbformat.write(nb, path)
 
 
 def test_check_fails_on_an_edited_cell_and_passes_after_regeneration(tmp_path):
-    path = tmp_path / '00_core.ipynb'
-    shutil.copy(ROOT / 'nbs' / '00_core.ipynb', path)
-    assert notebooks.main(['check', str(path)]) == 0
-    edit_first_code_cell(path)
-    assert any('edited after' in p for p in notebooks.problems(path))
+    """`check` fails on a notebook never run and on a cell edited after its run; `run` fixes both and saves what
+    JupyterLab would write on opening (kernelspec, language_info). A tiny notebook: the test command runs each of
+    nbs/ once, under nbdev_test, and not again here"""
+    path = tmp_path / 'tiny.ipynb'
+    tiny_notebook(path)
     assert notebooks.main(['check', str(path)]) == 1
     assert notebooks.main(['run', str(path)]) == 0
-    assert notebooks.main(['check', str(path)]) == 0
-    assert json.loads(path.read_text())['metadata']['kernelspec']['name'] == 'python3'
+    assert notebooks.main(['check', str(path)]) == 0, notebooks.problems(path)
+    nb = json.loads(path.read_text())
+    assert nb['metadata']['kernelspec'] == notebooks.KERNELSPEC and nb['metadata']['language_info']['name'] == 'python'
+    assert nb['cells'][2]['outputs'][0]['text'] == ['42\n']
+    nb['cells'][2]['source'] = ['print(x * 3)']
+    path.write_text(json.dumps(nb, indent=1))
+    assert any('edited after' in p for p in notebooks.problems(path))
+    assert notebooks.main(['check', str(path)]) == 1
+
+
+def test_saved_metadata_survives_nbdev_clean(tmp_path):
+    "nbdev_clean (settings.ini) keeps the language_info and the cell digests `run` saves"
+    from nbdev.clean import nbdev_clean
+    path = tmp_path / 'tiny.ipynb'
+    tiny_notebook(path)
+    assert notebooks.main(['run', str(path)]) == 0
+    before = path.read_text()
+    cwd = os.getcwd()
+    try: os.chdir(ROOT); nbdev_clean(fname=str(path))
+    finally: os.chdir(cwd)
+    assert path.read_text() == before and notebooks.problems(path) == []
 
 
 def test_check_flags_what_a_reader_must_not_see(tmp_path):
@@ -40,7 +60,8 @@ def test_check_flags_what_a_reader_must_not_see(tmp_path):
     nb = {'cells': [{'cell_type': 'code', 'id': 'a', 'execution_count': None, 'source': source,
                      'metadata': {notebooks.DIGEST_KEY: notebooks.digest(source)},
                      'outputs': [{'output_type': 'stream', 'name': 'stdout', 'text': 'np.float64(0.5) in /tmp/x'}]}],
-          'metadata': {'kernelspec': notebooks.KERNELSPEC}, 'nbformat': 4, 'nbformat_minor': 5}
+          'metadata': {'kernelspec': notebooks.KERNELSPEC, 'language_info': {'name': 'python'}},
+          'nbformat': 4, 'nbformat_minor': 5}
     path.write_text(json.dumps(nb))
     found = notebooks.problems(path)
     assert any('NumPy scalar' in f for f in found) and any('machine path' in f for f in found)

@@ -217,6 +217,128 @@ def test_save_keeps_permissions(saved):
     assert path.stat().st_mode & 0o777 == 0o640
 
 
+# ---- files that are not plain targets (issue 30, "Files") -------------------------------------------------------
+
+def read_fifo_in_thread(path, into):
+    import threading
+    def read(): into.append(open(path, 'rb').read())
+    t = threading.Thread(target=read, daemon=True); t.start()
+    return t
+
+
+def test_save_into_a_fifo_writes_it_and_keeps_it(tmp_path):
+    "A FIFO is written into, as the command line does, not replaced by a regular file"
+    import stat
+    fifo, got = tmp_path / 'pipe.json', []
+    os.mkfifo(fifo)
+    reader = read_fifo_in_thread(fifo, got)
+    VennAbers().fit([0.1, 0.4, 0.8], [0, 1, 1]).save(fifo)
+    reader.join(10)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert json.loads(got[0])['class'] == 'VennAbers'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['pipe.json']
+
+
+def null_device(path):
+    "A character device node like /dev/null at `path` (root only: else the test is skipped)"
+    import stat
+    try: os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, AttributeError) as e: pytest.skip(f'cannot make a device node here: {e}')
+    return path
+
+
+@pytest.mark.parametrize('through_link', [False, True])
+def test_atomic_write_into_a_device_node_keeps_it(tmp_path, through_link):
+    "A device node (a null device made in tmp_path) stays a device; a symbolic link to it stays a link"
+    import stat
+    dev = null_device(tmp_path / 'null')
+    target = dev
+    if through_link:
+        target = tmp_path / 'link'
+        target.symlink_to(dev)
+    portable.atomic_write(target, 'hello\n')
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+    if through_link: assert target.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({'null', target.name})
+
+
+def test_save_through_a_symbolic_link_replaces_its_target(saved):
+    "A link is written through: the file it names gets the new content, the link stays a link"
+    path, _ = saved
+    link = path.parent / 'link.json'
+    link.symlink_to(path.name)
+    VennAbers().fit([0.0, 1.0, 2.0], [1, 0, 1]).save(link)
+    assert link.is_symlink() and VennAbers.load(path).n_samples_ == 3
+
+
+def test_save_refuses_a_write_protected_file(saved):
+    "A write-protected file is refused, as `cp` refuses it without -f (even as root), and kept as it was"
+    path, _ = saved
+    old = path.read_bytes()
+    os.chmod(path, 0o444)
+    with pytest.raises(PermissionError, match='write-protected'):
+        VennAbers().fit([0.0, 1.0, 2.0], [1, 0, 1]).save(path)
+    assert path.read_bytes() == old and path.stat().st_mode & 0o777 == 0o444
+    assert sorted(p.name for p in path.parent.iterdir()) == ['va.json']
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """SIGKILL leaves the temporary file of a write beside its target; the next write to that target removes it. A
+    temporary file that another writer still holds (locked) is left alone."""
+    import signal, subprocess, sys, fcntl
+    target = tmp_path / 'out.json'
+    code = ("import sys, time, isocal.portable as p\n"
+            "def write(f):\n    f.write('partial'); f.flush(); print('writing', flush=True); time.sleep(600)\n"
+            "p.replace_file(sys.argv[1], write, text=True)\n")
+    proc = subprocess.Popen([sys.executable, '-c', code, str(target)], stdout=subprocess.PIPE, text=True)
+    try: assert proc.stdout.readline() == 'writing\n'
+    finally: proc.send_signal(signal.SIGKILL); proc.wait(); proc.stdout.close()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith('.out.json.') and left[0].endswith('.tmp'), left
+    busy = tmp_path / '.out.json.0123456789ab.tmp'   # another writer's, still being written: locked
+    busy.write_text('busy')
+    with open(busy) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        portable.atomic_write(target, 'new\n')
+        assert sorted(p.name for p in tmp_path.iterdir()) == ['.out.json.0123456789ab.tmp', 'out.json']
+    assert target.read_text() == 'new\n'
+
+
+# ---- compact and gzip files ------------------------------------------------------------------------------------
+
+def test_saved_file_is_compact_json(saved):
+    "One line: no indentation, no spaces after separators (a model of 1M rows was 16 MB indented)"
+    path, d = saved
+    text = path.read_text()
+    assert text.count('\n') == 1 and text.endswith('\n') and ', ' not in text and ': ' not in text
+    assert json.loads(text) == d
+
+
+def test_save_gzip_by_the_name(tmp_path):
+    "A name ending in .gz is written gzip-compressed (reproducibly: no time stamp) and loaded back transparently"
+    import gzip
+    va = VennAbers().fit(np.linspace(0, 1, 200), np.arange(200) % 3 == 0)
+    plain, packed = tmp_path / 'va.json', tmp_path / 'va.json.gz'
+    va.save(plain); va.save(packed)
+    raw = packed.read_bytes()
+    assert raw[:2] == b'\x1f\x8b' and gzip.decompress(raw) == plain.read_bytes() and len(raw) < len(plain.read_bytes())
+    va.save(packed)
+    assert packed.read_bytes() == raw
+    assert_same_bits(VennAbers.load(packed).predict_proba([0.3, 0.7]), va.predict_proba([0.3, 0.7]))
+    assert type(portable.load(packed)) is VennAbers
+    packed.write_bytes(raw[:len(raw) // 2])
+    with pytest.raises(PortableError, match=r'va\.json\.gz: corrupt or truncated gzip'): portable.load(packed)
+
+
+@pytest.mark.parametrize('text', ['[' * 100_000, '{"a":' * 100_000, '[' * 100_000 + ']' * 100_000])
+def test_deeply_nested_json_is_a_malformed_file(tmp_path, text):
+    "100k nested brackets: a PortableError naming the file, not a RecursionError"
+    path = tmp_path / 'deep.json'
+    path.write_text(text)
+    for read in (portable.read_json, portable.load, VennAbers.load):
+        with pytest.raises(PortableError, match=r'deep\.json: .*nested too deeply'): read(path)
+
+
 def test_portable_does_not_import_sklearn():
     import subprocess, sys
     code = "import sys, isocal.portable; print(any(m.startswith('sklearn') for m in sys.modules))"
