@@ -288,7 +288,12 @@ class LineSearchResult:
     the chosen step size: the first AUM minimum ('first_min'), the middle of the best AUC interval or the best AUC
     point ('max_auc'), else the step of the first row tied with the smallest AUM. `complete`: the search saw every
     crossing, so that the AUM is linear beyond the last row for ever; otherwise the path is known up to its last row
-    only (a stop rule or `max_step` ended it)."""
+    only (a stop rule or `max_step` ended it).
+    `omitted`: the rows visited but not kept just before each row, all 0 unless a 'first_min' or 'max_auc' search
+    visited more rows than it keeps (max(B, 16384); memory stays O(B) however far it goes). The rows kept are then
+    evenly spaced among those visited, the first and the last among them, plus one at `step`; each is exact, and a
+    row's `intersections` and `swaps` count those since the row before it, so their sums are still the totals.
+    `len(res) + res.omitted.sum()` rows were visited."""
     step_size: np.ndarray
     aum: np.ndarray
     aum_slope_after: np.ndarray
@@ -302,6 +307,10 @@ class LineSearchResult:
     aum_tol: np.ndarray
     auc_tol: np.ndarray
     complete: bool = False
+    omitted: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.omitted is None: self.omitted = np.zeros(len(self.step_size), np.int64)
 
     def __len__(self): return len(self.step_size)
 
@@ -309,7 +318,8 @@ class LineSearchResult:
         """AUM at the step size `s` (a real number, or a 1-D array of them: a float or an array back) on the computed
         path, where linear interpolation between rows is exact. Step sizes are >= 0 and finite; beyond the last row
         the AUM is known only if the search saw every crossing (`complete`, e.g. stop='quadratic'): a larger step
-        of an incomplete path is an error, not an extrapolation (crossings after it change the slope)."""
+        of an incomplete path is an error, not an extrapolation (crossings after it change the slope). So is a step
+        strictly between two rows where rows were left out (`omitted`)."""
         arr = as_real_array(s, 's')
         if arr.dtype.kind == 'b': raise TypeError(f"`s` must hold real step sizes, got booleans {s!r}")
         if arr.ndim > 1: raise ValueError(f"`s` must be a number or one-dimensional, got shape {arr.shape}")
@@ -322,6 +332,14 @@ class LineSearchResult:
                              f"(stop={self.stop!r}): its AUM depends on crossings not computed; search further "
                              "(stop='quadratic', or a larger max_step)")
         k = np.clip(np.searchsorted(self.step_size, t, side='right') - 1, 0, len(self) - 1)
+        nxt = np.minimum(k + 1, len(self) - 1)
+        gap = (t > self.step_size[k]) & (nxt > k) & (self.omitted[nxt] > 0)
+        if gap.any():
+            j = int(np.flatnonzero(gap)[0])
+            raise ValueError(f"`s` = {t[j]} lies between rows at steps {self.step_size[k[j]]} and "
+                             f"{self.step_size[nxt[j]]}, where the search left out {self.omitted[nxt[j]]} rows it "
+                             f"visited (stop={self.stop!r} keeps O(B) rows): the AUM there is not known from this "
+                             f"path; search with stop={len(self) + int(self.omitted.sum())} (an int keeps every row)")
         out = self.aum[k] + (t - self.step_size[k]) * self.aum_slope_after[k]
         return float(out[0]) if arr.ndim == 0 else out
 
@@ -331,7 +349,7 @@ class LineSearchResult:
         return pd.DataFrame(dict(step_size=self.step_size, aum=self.aum, aum_slope_after=self.aum_slope_after,
                                  auc_at=self.auc_at, auc_after=self.auc_after,
                                  intersections=self.intersections, swaps=self.swaps, aum_tol=self.aum_tol,
-                                 auc_tol=self.auc_tol))
+                                 auc_tol=self.auc_tol, omitted=self.omitted))
 
 def _check_stop(stop, n_lines):
     if isinstance(stop, (bool, np.bool_)) or not isinstance(stop, (str, int, np.integer)):
@@ -348,19 +366,50 @@ def _check_stop(stop, n_lines):
 def _check_max_step(max_step):
     return np.inf if max_step is None else _check_positive(max_step, 'max_step')
 
+def _row_budget(n_lines):
+    """Rows a 'first_min' or 'max_auc' search keeps at most: O(B), and never fewer than 2¹⁴, so that every row of a
+    search of up to 181 lines (at most 181·180/2 crossings) is kept."""
+    return max(n_lines, 2 ** 14)
+
 def _line_search_rows(e, d, fp, fn, stop_code, max_rows, max_step, full, order=None):
-    """(number of lines, and the kernel's float rows, int rows, chosen step and crossings) for the lines e + s·d
-    carrying error jumps (fp, fn), sorted by `_sort_lines` (from `order` if given), identical lines merged and lines
-    without a jump dropped; None when no line is left."""
+    """(number of lines, and the kernel's float rows, int rows, chosen step, crossings, complete and rows visited) for
+    the lines e + s·d carrying error jumps (fp, fn), sorted by `_sort_lines` (from `order` if given), identical lines
+    merged and lines without a jump dropped; None when no line is left. The stop rules that end where the path says
+    (first_min, max_auc) keep at most `_row_budget` rows, however many they visit; the row-limited ones keep what
+    they were asked for."""
     E, D, FP, FN = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d, order))
     if E.shape[0] == 0: return None
-    return (E.shape[0], *_line_search_kernel(E, D, FP, FN, stop_code, max_rows, max_step, full))
+    keep = 0 if stop_code == _STOP_ROWS else _row_budget(E.shape[0])
+    rows_f, rows_i, chosen, crossings, complete, visited = _line_search_kernel(E, D, FP, FN, stop_code, max_rows,
+                                                                                max_step, full, keep)
+    if visited > rows_f.shape[0]:
+        rows_f, rows_i = _with_row_at(E, D, FP, FN, rows_f, rows_i, chosen, full, keep)
+    return E.shape[0], rows_f, rows_i, chosen, crossings, complete, visited
+
+def _with_row_at(E, D, FP, FN, rows_f, rows_i, step, full, keep):
+    """A thinned path (rows left out) given an exact row at `step` if it falls where rows were left out: a second
+    sweep, stopped at `step` by max_step, gives the rows up to it (its last row is at `step`), which replace the
+    rows before `step`; the first row after it then counts from there. At most twice the time, never more memory."""
+    k = int(np.searchsorted(rows_f[:, 0], step))                     # the first row at or after `step`
+    if k == rows_f.shape[0] or rows_f[k, 0] == step or (full and rows_i[k, 2] == 0): return rows_f, rows_i
+    head_f, head_i, *_ = _line_search_kernel(E, D, FP, FN, _STOP_ROWS, np.iinfo(np.int64).max, step, full, keep)
+    extra = 1                                   # the row that max_step adds at `step` visits no crossing
+    if head_f.shape[0] > 1 and head_f[-2, 0] == step:            # unless a crossing is at `step` itself: that row
+        head_f, head_i, extra = head_f[:-1], head_i[:-1], 0
+    out_f = np.concatenate([head_f, rows_f[k:]])
+    if not full: return out_f, rows_i
+    tail = rows_i[k:].copy()
+    tail[0, :2] = rows_i[:k + 1, :2].sum(0) - head_i[:, :2].sum(0)
+    tail[0, 2] = (rows_i[:k + 1, 2] + 1).sum() - ((head_i[:, 2] + 1).sum() - extra) - 1
+    return out_f, np.concatenate([head_i, tail])
 
 def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min', max_step=None) -> LineSearchResult:
     """Exact AUM/AUC line search on threshold lines T_b(s) = intercept_b + s·slope_b, each carrying error jumps
     (fp_diff_b, fn_diff_b). `stop`: 'first_min' (the first AUM minimum; the midpoint of a flat one), 'max_auc' (stop
     at the first AUC below its running maximum; the step of that maximum), 'linear' (B rows), 'quadratic' (every
-    crossing), or an int (at most that many rows). `max_step` bounds the step sizes explored."""
+    crossing), or an int (at most that many rows). `max_step` bounds the step sizes explored. 'first_min' and
+    'max_auc' may visit up to all B(B − 1)/2 crossings, but keep at most max(B, 16384) rows of the path (see
+    `LineSearchResult.omitted`); 'quadratic' keeps every row."""
     e = as_float_array(intercept, 'intercept', allow_empty=False)
     d = as_float_array(slope, 'slope')
     fp = as_float_array(fp_diff, 'fp_diff')
@@ -370,14 +419,14 @@ def aum_line_search_lines(intercept, slope, fp_diff, fn_diff, *, stop='first_min
     ms = _check_max_step(max_step)
     path = _line_search_rows(e, d, fp, fn, code, max_rows, ms, True)
     if path is None: raise ValueError("no line changes FP or FN: `fp_diff` and `fn_diff` are all zero")
-    n_lines, rows_f, rows_i, chosen, _, complete = path
+    n_lines, rows_f, rows_i, chosen, _, complete, _ = path
     if not np.all(np.isfinite(rows_f)):
         raise ValueError("the AUM/AUC path overflows float64: rescale `intercept` and `slope`, or `fp_diff` and "
                          f"`fn_diff` (largest magnitudes {max(np.abs(e).max(), np.abs(d).max()):g}, "
                          f"{max(np.abs(fp).max(), np.abs(fn).max()):g})")
     col = lambda k: rows_f[:, k].copy()
     return LineSearchResult(col(0), col(1), col(2), col(3), col(4), rows_i[:, 0].copy(), rows_i[:, 1].copy(),
-                            float(chosen), stop, n_lines, col(5), col(6), bool(complete))
+                            float(chosen), stop, n_lines, col(5), col(6), bool(complete), rows_i[:, 2].copy())
 
 def _check_model(X, weights, breakpoints, direction=None):
     _check_breakpoints(breakpoints)
@@ -441,16 +490,16 @@ def _decreases(step_size, aum, aum_slope_after, aum_tol, step) -> bool:
 
 def _descent_search(bp, pred, pdir, order, stop_code, max_rows, max_step):
     """One exact line search of the gradient descent, at predictions `pred` moving with `pdir` (intercepts v − pred,
-    slopes −pdir); `order` sorts the intercepts (the gradient's sort). Returns (chosen step, rows, crossings, does the
-    AUM certainly decrease); the same computation as `aum_line_search`."""
+    slopes −pdir); `order` sorts the intercepts (the gradient's sort). Returns (chosen step, rows visited, crossings,
+    does the AUM certainly decrease); the same computation as `aum_line_search`."""
     with np.errstate(over='ignore'): e = bp.value - pred[bp.example]
     path = _line_search_rows(e, -pdir[bp.example], bp.fp_diff, bp.fn_diff, stop_code, max_rows, max_step, False, order)
     if path is None: return 0.0, 1, 0, False
-    _, rows, _, chosen, crossings, _ = path
+    _, rows, _, chosen, crossings, _, visited = path
     if not np.all(np.isfinite(rows)):
         raise ValueError("the AUM/AUC path overflows float64 along this gradient step: rescale `X` or the "
                          "breakpoints' error jumps")
-    return float(chosen), rows.shape[0], int(crossings), _decreases(*rows.T, chosen)
+    return float(chosen), int(visited), int(crossings), _decreases(*rows.T, chosen)
 
 # %% ../nbs/07_aum.ipynb #ce40eee4
 GD_METHODS = ('first_min', 'linear', 'quadratic', 'max_auc', 'constant', 'grid')   # step-size rules of aum_gradient_descent

@@ -107,11 +107,8 @@ def _heap_push(keys, P, A, Bv, size, key, p, a, b):
     return size + 1
 
 @njit(cache=True)
-def _heap_pop(keys, P, A, Bv, size):
-    "Remove the root of the heap (read it before calling); the new size."
-    size -= 1
-    key, p, a, b = keys[size], P[size], A[size], Bv[size]
-    i = 0
+def _sift_down(keys, P, A, Bv, size, i, key, p, a, b):
+    "Put (key, p, a, b) in slot i of the heap of `size` entries, or below it, where the heap order puts it."
     while True:
         c = 2 * i + 1
         if c >= size: break
@@ -119,8 +116,30 @@ def _heap_pop(keys, P, A, Bv, size):
         if keys[c] >= key: break
         keys[i], P[i], A[i], Bv[i] = keys[c], P[c], A[c], Bv[c]
         i = c
-    if size > 0: keys[i], P[i], A[i], Bv[i] = key, p, a, b
+    keys[i], P[i], A[i], Bv[i] = key, p, a, b
+
+@njit(cache=True)
+def _heap_pop(keys, P, A, Bv, size):
+    "Remove the root of the heap (read it before calling); the new size."
+    size -= 1
+    if size > 0: _sift_down(keys, P, A, Bv, size, 0, keys[size], P[size], A[size], Bv[size])
     return size
+
+@njit(cache=True)
+def _heap_prune(keys, P, A, Bv, size, q, seen):
+    """Drop the stale entries (pairs no longer adjacent in the order `q`) and the repeated ones (one entry per gap
+    stays), then restore the heap order; the new size, below len(q). What it drops, `_heap_pop`'s caller would skip.
+    `seen` has one flag per gap, all False, and is left so."""
+    m = 0
+    for k in range(size):
+        p = P[k]
+        if q[p] == A[k] and q[p + 1] == Bv[k] and not seen[p]:
+            seen[p] = True
+            keys[m], P[m], A[m], Bv[m] = keys[k], p, A[k], Bv[k]
+            m += 1
+    for k in range(m): seen[P[k]] = False
+    for i in range(m // 2 - 1, -1, -1): _sift_down(keys, P, A, Bv, m, i, keys[i], P[i], A[i], Bv[i])
+    return m
 
 # %% ../nbs/07a_aum_kernel.ipynb #bb8e4e8f
 @njit(cache=True, inline='always')
@@ -277,13 +296,34 @@ def _spread_error(e, d, fp, fn, q, lo, hi, s):
     return (t_max - t_min + 2.0 * _U * mag) * jumps
 
 @njit(cache=True)
-def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
+def _thin_rows(rows_f, rows_i, nrows, full):
+    """Halve a table of `nrows` rows (an even number): row 0 and the rows at even positions stay, moved to half their
+    position, each taking over the counts of the row before it (its intersections and swaps, and that row itself and
+    the rows it stood for as omitted rows). The last row (odd) is dropped: its counts are the caller's to carry on.
+    The new number of rows."""
+    for k in range(2, nrows, 2):
+        j = k // 2
+        for c in range(rows_f.shape[1]): rows_f[j, c] = rows_f[k, c]
+        if full:
+            rows_i[j, 0] = rows_i[k, 0] + rows_i[k - 1, 0]
+            rows_i[j, 1] = rows_i[k, 1] + rows_i[k - 1, 1]
+            rows_i[j, 2] = rows_i[k, 2] + rows_i[k - 1, 2] + 1
+    return nrows // 2
+
+@njit(cache=True)
+def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True, keep=0):
     """The path of AUM and AUC along the step size for lines sorted by (intercept, slope), identical lines merged.
-    Returns (float rows, int rows, chosen step, crossings, complete): with `full`, float rows = (step, aum, slope_after, auc_at,
-    auc_after, aum bound, auc bound) and int rows = (intersections, swaps); without, only what choosing the step
-    needs, float rows = (step, aum, slope_after, aum bound) and no int rows (the computation is the same).
-    `crossings` counts the events (groups of lines meeting at one point) processed; `complete` says whether none is
-    left after the last row (no crossing at any larger step), so that the AUM is linear beyond it for ever."""
+    Returns (float rows, int rows, chosen step, crossings, complete, visited): with `full`, float rows = (step, aum,
+    slope_after, auc_at, auc_after, aum bound, auc bound) and int rows = (intersections, swaps, omitted); without, only
+    what choosing the step needs, float rows = (step, aum, slope_after, aum bound) and no int rows (the computation is
+    the same). `crossings` counts the events (groups of lines meeting at one point) processed; `complete` says whether
+    none is left after the last row (no crossing at any larger step), so that the AUM is linear beyond it for ever;
+    `visited` counts the rows of the path, `max_rows` at most.
+    With `keep` > 0 the table holds at most `keep` rows (rounded up to even, at least 4; one more for a row at
+    `max_step`) however many rows the search visits: when it is full it is halved (`_thin_rows`) and from then on
+    every second row is kept, so the rows kept are evenly spaced among those visited, the first and the last always
+    among them. A kept row's intersections and swaps count those since the row kept before it, and `omitted` the
+    rows visited in between. Without `keep` every row is kept (omitted = 0)."""
     n = e.shape[0]
     q = np.arange(n)
     pos = np.arange(n)
@@ -318,16 +358,18 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
     monotone = True
     for k in range(n): monotone = monotone and fp[k] >= 0.0 and fn[k] <= 0.0
 
-    cap = max(16, 2 * n)
+    cap = max(4, keep + (keep & 1)) if keep > 0 else max(16, 2 * n)
     rows_f = np.empty((cap, 7 if full else 4))
-    rows_i = np.zeros((cap if full else 0, 2), np.int64)
+    rows_i = np.zeros((cap if full else 0, 3), np.int64)
     err_col = 5 if full else 3
     _set_row(rows_f, np.intp(0), 0.0, aum, acc[_SLOPE, 0], auc_at, acc[_AUC, 0], aum_err, max(at_err, _bound(acc, _AUC)), full)
     nrows = np.intp(1)
-    crossings = 0
+    crossings, visited = 0, 1
+    stride, pend_g, pend_m, pend_v = 1, 0, 0, 0      # keep every stride-th row; counts since the last row kept
 
-    hcap = n + 16
+    hcap = 2 * n + 16           # one entry per gap after a prune, and room for n more pushes before the next one
     keys, P, A, Bv = np.empty(hcap), np.empty(hcap, np.int64), np.empty(hcap, np.int64), np.empty(hcap, np.int64)
+    seen = np.zeros(n, np.bool_)
     size = np.intp(0)
     for k in range(n - 1):
         c = _crossing(e, d, k, k + 1)
@@ -343,7 +385,7 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
     best_auc, best_err, best_lo, best_hi = acc[_AUC, 0], _bound(acc, _AUC), 0.0, np.inf   # max_auc: value, where
     s_prev = 0.0
     hit_max_step = False
-    while chosen < 0.0 and size > 0 and nrows < max_rows:
+    while chosen < 0.0 and size > 0 and visited < max_rows:
         s, p, a, b = keys[0], P[0], A[0], Bv[0]
         if q[p] != a or q[p + 1] != b:          # stale: the pair is no longer adjacent in this order
             size = _heap_pop(keys, P, A, Bv, size)
@@ -376,7 +418,9 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
             at_err += t_err + te + se + _U * (abs(t - inner) + abs(at_corr))
             groups += 1
             if size + 2 > keys.shape[0]:
-                keys, P, A, Bv = _grown(keys, size), _grown(P, size), _grown(A, size), _grown(Bv, size)
+                size = _heap_prune(keys, P, A, Bv, size, q, seen)
+                if 2 * size + 2 > keys.shape[0]:        # not with one entry per gap; growing keeps pruning O(1) a push
+                    keys, P, A, Bv = _grown(keys, size), _grown(P, size), _grown(A, size), _grown(Bv, size)
             if lo > 0:
                 c = _crossing(e, d, q[lo - 1], q[lo])
                 if c < np.inf: size = _heap_push(keys, P, A, Bv, size, c, lo - 1, q[lo - 1], q[lo])
@@ -392,17 +436,27 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
                     found = True
                     break
             if not found: break
+        crossings += groups
+        visited += 1
+        pend_g, pend_m, pend_v = pend_g + groups, pend_m + moved, pend_v + 1
         if nrows == rows_f.shape[0]:
-            rows_f = _grown_rows(rows_f, 2 * nrows)
-            if full: rows_i = _grown_rows(rows_i, 2 * nrows)
+            if keep > 0:                        # a bounded table: halve it, the dropped last row's counts carried on
+                if full: pend_g, pend_m = pend_g + rows_i[nrows - 1, 0], pend_m + rows_i[nrows - 1, 1]
+                pend_v += stride
+                nrows = _thin_rows(rows_f, rows_i, nrows, full)
+                stride *= 2
+            else:
+                rows_f = _grown_rows(rows_f, 2 * nrows)
+                if full: rows_i = _grown_rows(rows_i, 2 * nrows)
         slope, slope_err = acc[_SLOPE, 0], _bound(acc, _SLOPE)
         auc_after, after_err = acc[_AUC, 0], _bound(acc, _AUC)
         auc_at = auc_after + at_corr
         at_err += after_err + _U * abs(auc_at)
         _set_row(rows_f, nrows, s, aum, slope, auc_at, auc_after, aum_err, max(at_err, after_err), full)
-        if full: rows_i[nrows, 0], rows_i[nrows, 1] = groups, moved
-        crossings += groups
-        nrows += 1
+        if full: rows_i[nrows, 0], rows_i[nrows, 1], rows_i[nrows, 2] = pend_g, pend_m, pend_v - 1
+        if pend_v >= stride:                    # kept (the row stays in slot nrows until then, overwritten)
+            nrows += 1
+            pend_g, pend_m, pend_v = 0, 0, 0
         if stop_code == _STOP_FIRST_MIN:
             if _above(slope, slope_err, 0.0, 0.0):
                 chosen = s if flat_start < 0.0 else 0.5 * (flat_start + s)
@@ -420,6 +474,7 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
                 best_auc, best_err, best_lo, best_hi = auc_after, after_err, s, np.inf
         s_prev = s
 
+    if pend_v > 0: nrows += 1                   # the last row visited is always kept
     while size > 0 and (q[P[0]] != A[0] or q[P[0] + 1] != Bv[0]):   # crossings of pairs no longer adjacent
         size = _heap_pop(keys, P, A, Bv, size)
     complete = size == 0 and not hit_max_step
@@ -433,7 +488,9 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
         if monotone and aum < 0.0: aum = 0.0
         _set_row(rows_f, nrows, max_step, aum, acc[_SLOPE, 0], acc[_AUC, 0], acc[_AUC, 0], aum_err, _bound(acc, _AUC),
                  full)
+        if full: rows_i[nrows, 0], rows_i[nrows, 1], rows_i[nrows, 2] = 0, 0, 0    # (the slot may hold a dropped row)
         nrows += 1
+        visited += 1
     last = rows_f[nrows - 1, 0]
     if chosen < 0.0:
         if stop_code == _STOP_FIRST_MIN:
@@ -444,7 +501,7 @@ def _line_search_kernel(e, d, fp, fn, stop_code, max_rows, max_step, full=True):
             chosen = 0.5 * (best_lo + best_hi)
         else:                                    # row-limited search: the first row tied with the smallest AUM
             chosen = rows_f[_first_tied_min(rows_f[:nrows, 1], rows_f[:nrows, err_col]), 0]
-    return rows_f[:nrows].copy(), rows_i[:min(nrows, rows_i.shape[0])].copy(), chosen, crossings, complete
+    return rows_f[:nrows].copy(), rows_i[:min(nrows, rows_i.shape[0])].copy(), chosen, crossings, complete, visited
 
 @njit(cache=True)
 def _set_row(rows, k, s, aum, slope, auc_at, auc_after, aum_err, auc_err, full):

@@ -737,7 +737,7 @@ def _replay_against_public_search(bp, X, w0, method, r):
     for s, n_rows, n_cross in zip(steps, rows, crossings):
         direction = -aum_gradient(bp, X, w)[1]
         ref = aum_line_search(bp, X, w, direction, stop=method)
-        assert (ref.step, len(ref), int(ref.intersections.sum())) == (s, n_rows, n_cross)
+        assert (ref.step, len(ref) + int(ref.omitted.sum()), int(ref.intersections.sum())) == (s, n_rows, n_cross)
         assert _decreases_on(ref)               # a step is taken only when it certainly lowers the AUM
         w = w + s * direction
     if r.stopped == 'no descent step':      # the public search finds no certain decrease at the last iterate either
@@ -801,11 +801,11 @@ def test_short_kernel_rows_are_the_full_table_columns(seed):
     fp, fn = rng.integers(0, 2, n).astype(float) / 3, -rng.integers(0, 2, n).astype(float) / 7
     lines = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
     for code, max_rows in ((_STOP_FIRST_MIN, 10 ** 9), (_STOP_ROWS, n), (_STOP_ROWS, 10 ** 9)):
-        full_f, full_i, step, crossings, complete = _line_search_kernel(*lines, code, max_rows, np.inf, True)
-        short, none, step2, crossings2, complete2 = _line_search_kernel(*lines, code, max_rows, np.inf, False)
+        full_f, full_i, step, crossings, complete, visited = _line_search_kernel(*lines, code, max_rows, np.inf, True)
+        short, none, step2, crossings2, complete2, visited2 = _line_search_kernel(*lines, code, max_rows, np.inf, False)
         np.testing.assert_array_equal(short, full_f[:, [0, 1, 2, 5]])
         assert step2 == step and crossings2 == crossings == full_i[:, 0].sum() and none.shape[0] == 0
-        assert complete2 == complete
+        assert complete2 == complete and visited2 == visited == len(full_f) and not full_i[:, 2].any()
 
 
 # ---------------------------------------------------------------- issue 30: aum_at on the searched path only
@@ -878,3 +878,135 @@ def test_aum_line_search_overflow_names_the_users_argument(weights, direction, n
     with pytest.raises(ValueError) as err:
         aum_line_search(bp, X, np.array(weights), None if direction is None else np.array(direction))
     assert name in str(err.value) and "intercept" not in str(err.value)
+
+
+# ---------------------------------------------------------------- memory: O(B) however many crossings a search visits
+
+def _fast_through_slow(B, seed=0):
+    """Half the lines (random labels) nearly flat, meeting near s = 100; the other half negatives that sweep up through
+    them early. The AUM falls until the slow lines meet, so a first-min search legitimately visits Θ(B²) crossings,
+    and every fast line passing between two slow ones makes their heap entry stale, then pushes it again."""
+    rng = np.random.default_rng(seed)
+    h = B // 2
+    es = rng.random(h)
+    e = np.r_[es, -1 - rng.random(B - h)]
+    d = np.r_[-es / 100 + rng.normal(size=h) * 1e-6, 10 + rng.random(B - h)]
+    pos = np.r_[rng.random(h) < 0.5, np.zeros(B - h, bool)]
+    return e, d, np.where(pos, 0.0, 1.0), np.where(pos, -1.0, 0.0)
+
+
+def _traced_peak(f):
+    "(result of f(), peak bytes traced by tracemalloc during the call)."
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        out = f()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return out, peak
+
+
+def test_first_min_memory_stays_O_B_however_many_crossings_it_visits():
+    """A first-min search on 1600 lines visits about 960,000 rows (Θ(B²) crossings, before the first minimum). It
+    used to keep every row (72 bytes each, grown by doubling) and every stale heap entry (~B²/8): 172 MB traced.
+    The paper's Section 4 claims O(B) space; now the search keeps at most max(B, 16384) rows and one heap entry per
+    gap: about 2.4 MB, whatever the number of crossings."""
+    B = 1600
+    e, d, fp, fn = _fast_through_slow(B)
+    aum_line_search_lines(e[:50], d[:50], fp[:50], fn[:50], stop='first_min')       # compiled outside the measurement
+    res, peak = _traced_peak(lambda: aum_line_search_lines(e, d, fp, fn, stop='first_min'))
+    assert peak < 6_000_000, f"traced peak {peak / 1e6:.1f} MB, {len(res):,} rows kept"
+    visited = len(res) + int(res.omitted.sum())
+    assert visited > 500 * B and int(res.intersections.sum()) >= visited - 1          # the search did go far
+    assert len(res) <= 2 ** 14 + 2
+
+
+def test_heap_of_crossings_is_pruned_to_one_entry_per_gap():
+    """Without row storage (the kernel keeping 64 rows), what is left is the state of Section 4 (O(B)) and the heap.
+    Lazy deletion used to leave every stale entry and every re-pushed pair in it: ~B²/8 entries on these lines
+    (78,000 at B = 800, 2.5 MB); pruned when full, it holds fewer than 2B + 16."""
+    from isocal.aum_kernel import _STOP_FIRST_MIN, _line_search_kernel, _merged_sorted_lines, _sort_lines
+    B = 800
+    e, d, fp, fn = _fast_through_slow(B)
+    lines = _merged_sorted_lines(e, d, fp, fn, _sort_lines(e, d))
+    small = _merged_sorted_lines(*(a[:40] for a in (e, d, fp, fn)), _sort_lines(e[:40], d[:40]))
+    _line_search_kernel(*small, _STOP_FIRST_MIN, 10 ** 9, np.inf, True, 64)
+    out, peak = _traced_peak(lambda: _line_search_kernel(*lines, _STOP_FIRST_MIN, 10 ** 9, np.inf, True, 64))
+    rows_f, rows_i, step, crossings, complete, visited = out
+    assert visited > 200 * B and len(rows_f) <= 65
+    assert peak < 400 * B, f"traced peak {peak / B:.0f} bytes per line"
+
+
+@pytest.fixture
+def row_budget(monkeypatch):
+    "Set the rows a first_min / max_auc search keeps (small, to thin paths of a few hundred rows)."
+    import isocal.aum as aum_module
+    return lambda rows: monkeypatch.setattr(aum_module, '_row_budget', lambda n_lines: rows)
+
+
+def _thinning_problems():
+    rng = np.random.default_rng(7)
+    for B in (30, 90):
+        e, d = rng.standard_normal(B), rng.standard_normal(B)
+        neg = rng.random(B) < 0.5
+        yield e, d, np.where(neg, 1.0, 0.0), np.where(neg, 0.0, -1.0)
+        yield _fast_through_slow(B, seed=B)
+        e, d = rng.integers(-3, 4, B).astype(float), rng.integers(-3, 4, B).astype(float)       # ties, flat stretches
+        yield e, d, rng.integers(0, 3, B) / 3, -rng.integers(0, 3, B) / 7
+        yield e, rng.integers(-2, 3, B).astype(float), rng.integers(-1, 3, B).astype(float), -rng.integers(-1, 3, B).astype(float)
+
+
+@pytest.mark.parametrize('stop', ['first_min', 'max_auc'])
+@pytest.mark.parametrize('rows', [4, 9, 40])
+def test_a_thinned_path_keeps_exact_rows_of_the_full_path(stop, rows, row_budget):
+    """A search keeping fewer rows than it visits: the same step, crossings and completeness as the full path; every
+    row kept is a row of the full path (bit for bit), plus at most one at the chosen step where the full path has
+    none; intersections, swaps and rows visited add up to the full path's; aum_at is the full path's at the step and
+    wherever no row was left out, and an error where one was."""
+    n_thinned = n_extra = 0
+    for e, d, fp, fn in _thinning_problems():
+        for max_step in (None, 'half'):
+            ref = aum_line_search_lines(e, d, fp, fn, stop=stop)
+            ms = None if max_step is None else ref.step_size[-1] / 2 + np.pi * 1e-7     # (at no crossing)
+            if ms is not None: ref = aum_line_search_lines(e, d, fp, fn, stop=stop, max_step=ms)
+            full = aum_line_search_lines(e, d, fp, fn, stop=len(ref), max_step=ms)
+            np.testing.assert_array_equal(full.step_size, ref.step_size)
+            row_budget(rows)
+            res = aum_line_search_lines(e, d, fp, fn, stop=stop, max_step=ms)
+            row_budget(2 ** 14)
+            assert (res.step, res.complete) == (ref.step, ref.complete)
+            extra = ~np.isin(res.step_size, full.step_size)
+            assert extra.sum() <= 1 and np.all(res.step_size[extra] == res.step)
+            k = np.searchsorted(full.step_size, res.step_size[~extra])
+            assert k[0] == 0 and k[-1] == len(full) - 1 and np.all(np.diff(k) > 0)
+            for col in ('aum', 'aum_slope_after', 'auc_at', 'auc_after', 'aum_tol', 'auc_tol'):
+                np.testing.assert_array_equal(getattr(res, col)[~extra], getattr(full, col)[k])
+            assert len(res) - extra.sum() + res.omitted.sum() == len(full)
+            np.testing.assert_array_equal(np.cumsum(res.intersections)[~extra], np.cumsum(full.intersections)[k])
+            np.testing.assert_array_equal(np.cumsum(res.swaps)[~extra], np.cumsum(full.swaps)[k])
+            assert res.aum_at(res.step) == full.aum_at(res.step)
+            for j in range(1, len(res)):
+                mid = 0.5 * (res.step_size[j - 1] + res.step_size[j])
+                if res.omitted[j] == 0:
+                    assert res.aum_at(mid) == pytest.approx(full.aum_at(mid), rel=1e-12, abs=1e-12)
+                else:
+                    with pytest.raises(ValueError, match='left out'):
+                        res.aum_at(mid)
+            n_thinned += bool(res.omitted.any())
+            n_extra += int(extra.sum())
+    assert n_thinned >= 4 and (n_extra >= 1 or stop == 'first_min' and rows > 4)   # the second sweep ran
+
+
+@pytest.mark.parametrize('problem', ['tied', 'changepoint'])
+def test_first_min_descent_is_the_same_with_thinned_searches(problem, row_budget):
+    "The descent's steps, rows visited and crossings do not depend on how many rows its searches keep."
+    bp, X = _tied_binary() if problem == 'tied' else _changepoint()
+    w0 = np.random.default_rng(0).standard_normal(X.shape[1])
+    full = aum_gradient_descent(bp, X, w0, method='first_min', max_iter=8, tol=1e-6)
+    row_budget(4)
+    thin = aum_gradient_descent(bp, X, w0, method='first_min', max_iter=8, tol=1e-6)
+    for key in ('step', 'aum', 'ls_rows', 'ls_crossings'):
+        np.testing.assert_array_equal(thin.history[key], full.history[key])
+    assert thin.stopped == full.stopped and max(full.history['ls_rows']) > 4
+
