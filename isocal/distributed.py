@@ -360,7 +360,10 @@ def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str 
     ties : {"primary", "secondary", "tertiary"}
         As in `fit_staircase` ("secondary" and "tertiary" give the same staircase).
     loss : str or isocal.convex.Loss
-        "squared" or a loss whose block minimiser is the weighted mean ("logloss", "poisson", "gamma").
+        Any built-in loss: "squared" and the weighted-mean losses ("logloss", "poisson", "gamma") by PAVA over the
+        partitions; "logcosh", `PseudoHuber`, `Lp`, `Expectile`, `SquaredQuartic` and `Quantile` by threshold
+        decomposition over the partitions (`isocal.distributed_convex`; ties="secondary" only). A `CustomLoss`
+        raises NotImplementedError (its compiled derivative does not travel to the workers).
     interpolation, out_of_bounds : str
         How the returned `Staircase` evaluates new scores.
     presorted : bool
@@ -386,9 +389,9 @@ def fit_isotonic_dask(x, y, weights=None, *, increasing: bool = True, ties: str 
         if ties != 'secondary':
             raise NotImplementedError(f"fit_isotonic_dask fits {loss} with ties='secondary' (tied scores share a "
                                       f"level); for ties={ties!r} fit in memory with fit_staircase")
-        from isocal.distributed_convex import fit_general_dask
+        from isocal.distributed_convex import _fit_general_dask
         pieces, _ = _validated_pieces(x, y, weights, loss, 0.0 if presorted else None)
-        lo, hi, levels = fit_general_dask(_sorted_parts(pieces, bool(presorted), shuffle_method, False, sign), loss,
+        lo, hi, levels = _fit_general_dask(_sorted_parts(pieces, bool(presorted), shuffle_method, False, sign), loss,
                                           sign)
         return Staircase(lo, hi, levels, increasing=sign > 0, interpolation=interpolation,
                          out_of_bounds=out_of_bounds)

@@ -147,7 +147,6 @@ def _extend_kernel(F, starts, top, n, ys, ws, xs, pend, sign, pivot, stats):
         k += 1
     return top, k
 
-
 # %% ../nbs/03_online.ipynb #f83d1fe8
 from .derivatives import _CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _SQUARED_QUARTIC
 

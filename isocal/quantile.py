@@ -57,14 +57,15 @@ def _below(dA, dW, tau, exact_sums, bound, parts):
     return 1 if _partials_sign(parts, n) < 0 else 0
 
 @njit(cache=True)
-def _fast_cut(y, w, cut_ok, s, e, a, tau, exact_sums):
+def _fast_cut(y, w, cut_ok, s, e, a, tau, exact_sums, end_ok=True):
     """Largest k in [s, e] (a cut position; `cut_ok` empty: any) minimising S_k = sum over i >= k of
     w_i (1[y_i <= a] - tau), from running sums (exact for integral weights; else double-doubles, whose rounding is
     below (n ε)² of the total weight); -1 if rounding left some comparison undecided. The usual comparison is one
-    subtraction and one product against a rounding bound; only a close call goes to `_below`."""
+    subtraction and one product against a rounding bound; only a close call goes to `_below`. Without `end_ok`
+    (a slice of a longer segment whose end may not be cut) e is no candidate, and -2 says no k in [s, e) was."""
     allcut, unit = cut_ok.shape[0] == 0, w.shape[0] == 1
     Ah = Al = Wh = Wl = bAh = bAl = bWh = bWl = 0.0
-    best, parts = e, np.empty(4)
+    best, parts = (e if end_ok else -2), np.empty(4)
     for k in range(e - 1, s - 1, -1):
         wk = 1.0 if unit else w[k]
         ak = wk if y[k] <= a else 0.0
@@ -75,6 +76,9 @@ def _fast_cut(y, w, cut_ok, s, e, a, tau, exact_sums):
             Ah, Al = _dd_add(Ah, Al, ak)
             Wh, Wl = _dd_add(Wh, Wl, wk)
         if not (allcut or cut_ok[k]): continue
+        if best == -2:
+            best, bAh, bAl, bWh, bWl = k, Ah, Al, Wh, Wl
+            continue
         dA, dW = (Ah - bAh) + (Al - bAl), (Wh - bWh) + (Wl - bWl)
         t = dA - tau * dW
         tol = 4.0 * _EPS * (abs(dA) + abs(dW))
@@ -94,11 +98,11 @@ def _dd_add(h, l, t):
     return s, l + ((h - (s - v)) + (t - v))
 
 @njit(cache=True)
-def _exact_cut(y, w, cut_ok, s, e, a, tau):
+def _exact_cut(y, w, cut_ok, s, e, a, tau, end_ok=True):
     """`_fast_cut` with every S_k held exactly (Shewchuk's partials; tau w_i split exactly by Dekker's product)."""
     run, best_run, diff = np.empty(80), np.empty(80), np.empty(160)
     nr = nb = 0
-    best, unit = e, w.shape[0] == 1
+    best, unit = (e if end_ok else -2), w.shape[0] == 1
     for k in range(e - 1, s - 1, -1):
         wk = 1.0 if unit else w[k]
         p, q = _two_prod(tau, wk)
@@ -106,6 +110,10 @@ def _exact_cut(y, w, cut_ok, s, e, a, tau):
         nr = _add_partial(run, nr, -p)
         nr = _add_partial(run, nr, -q)
         if not (cut_ok.shape[0] == 0 or cut_ok[k]): continue
+        if best == -2:
+            best, nb = k, nr
+            for j in range(nr): best_run[j] = run[j]
+            continue
         nd = 0
         for j in range(nr): nd = _add_partial(diff, nd, run[j])
         for j in range(nb): nd = _add_partial(diff, nd, -best_run[j])

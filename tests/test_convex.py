@@ -756,12 +756,13 @@ def mp_total(terms):
     return mpmath.fsum(terms)
 
 
-def assert_fit_certified(name, x, y, w):
+def assert_fit_certified(name, x, y, w, cut_ok=None):
     """The whole increasing fit x of (y, w) certified against 50-digit derivatives: non-decreasing; each block's exact
     minimiser bracketed within `assert_certified`'s tolerance t of its level v (the summed derivative negative at
     v - t, positive at v + t); and at v - t, below the exact level, every proper prefix of the block has a summed
     derivative <= the rounding bound (KKT: <= 0 at the exact level; Lp with p < 2 moves a target's term by ~sqrt(ulp)
-    per ulp, so the rounded level itself cannot be asked for it)."""
+    per ulp, so the rounded level itself cannot be asked for it). `cut_ok[k]` (optional): may a block start at k
+    (tied scores share a level, so only prefixes ending between groups count)."""
     assert np.all(np.diff(x) >= 0), (name, list(y), list(w), list(x))
     runs = np.flatnonzero(np.r_[True, x[1:] != x[:-1], True])
     for s, e in zip(runs[:-1], runs[1:]):
@@ -774,6 +775,7 @@ def assert_fit_certified(name, x, y, w):
             values = [u.value() if isinstance(u, SplitTerm) else u for u in low]
             bound = (e - s + 8 + KAPPA.get(name, 1)) * 2.0 ** -52 * float(mpmath.fsum(abs(u) for u in values))
             for k in range(1, e - s):
+                if cut_ok is not None and not cut_ok[s + k]: continue
                 prefix = mp_total(low[:k])
                 assert float(prefix) <= bound + 1e-300, (name, v, list(y), list(w))
 
@@ -823,3 +825,35 @@ def test_reported_refusals_are_fits():
     w = np.array([0.006133903268654635, 0.000665496850027263, 0.039628511747757514, 0.0027219170332236325,
                   0.386069831103829, 8.26691797908006e-06])
     assert_fit_certified('logcosh', isotonic_convex('logcosh', y, w).x, y, w)
+
+
+@pytest.mark.parametrize('y', [[0., 0, 0, 0, 0, 0, 1, 0, 1, 0, 0], [3e-163, 1e-163, 0], [3e-163, 1e-163, 0, 5],
+                               [1e30 + 1e14, 1e30, 3e-163, 1e-163, 0, 1e-100], [3e-300, 1e-300, 0, 2.0]])
+@pytest.mark.parametrize('name', ['Lp(p=3)', 'Lp(p=4.5)'])
+def test_lp_powers_that_underflow(name, y):
+    MP_DERIV.setdefault('Lp(p=4.5)', lambda r: mpmath.sign(r) * abs(r) ** mpmath.mpf(3.5))
+    KAPPA.setdefault('Lp(p=4.5)', 4.5)
+    """Lp's |r|^(p-1) underflows below |r| ~ 1e-162 (p = 3): a block of zeros is not 'exactly balanced' at a level
+    of 1e-162 (the fit once stopped there), and residuals of 1e-163 still decide their block's level."""
+    y = np.asarray(y, float)
+    for increasing in (True, False):
+        yy = y if increasing else y[::-1]
+        x = isotonic_convex(Lp(float(name[5:-1])), y, increasing=increasing).x
+        assert_fit_certified(name, x if increasing else x[::-1], yy, np.ones(len(y)))
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.sampled_from([0.0, 0.0, 0.5, 1.0, 3.0])),
+                min_size=1, max_size=20),
+       st.sampled_from(['PseudoHuber(delta=1)', 'Expectile(tau=0.9)', 'Lp(p=1.5)', 'quantile']), st.booleans())
+def test_zero_weights_in_tied_groups_change_nothing(rows, name, increasing):
+    """With tied scores (ties="secondary"), a zero weight in a group with a positive weight takes its group's level:
+    the staircase at the positive-weight samples is the staircase fitted without the zero weights (which cannot
+    change the optimum). A zero weight opening a tied group once split the group between two blocks."""
+    from isocal.fit import fit_staircase
+    x, y, w = (np.array(v, float) for v in zip(*rows))
+    assume(np.any(w > 0))
+    loss = Quantile(0.3) if name == 'quantile' else LOSSES[name]
+    k = w > 0
+    full = fit_staircase(x, y, w, loss=loss, increasing=increasing)
+    pos = fit_staircase(x[k], y[k], w[k], loss=loss, increasing=increasing)
+    np.testing.assert_array_equal(full(x[k]), pos(x[k]))

@@ -437,3 +437,121 @@ def test_weight_exponent_is_pavas_rule(rows, cuts, weighted, w_exp, y_exp):
     reports = [_piece_report(np.zeros(s.stop - s.start), y[s], w[s] if weighted else None, None, None) for s in parts]
     expected = pava_weight_exponent(y, w if weighted else np.ones(len(rows)))
     assert _weight_exponent(reports, weighted) == expected
+
+
+# ================================================================================ issue 28: every built-in loss
+
+from isocal.convex import Expectile, LogCosh, Lp, PseudoHuber, Quantile, SquaredQuartic  # noqa: E402
+import isocal.distributed_convex as dcx  # noqa: E402
+from test_convex import assert_fit_certified, exact_lower_quantile_fit  # noqa: E402
+
+GENERAL = {'PseudoHuber(delta=1)': PseudoHuber(1.0), 'logcosh': LogCosh(), 'Lp(p=1.5)': Lp(1.5),
+           'Lp(p=3)': Lp(3.0), 'Expectile(tau=0.9)': Expectile(0.9), 'SquaredQuartic(a=2)': SquaredQuartic(2.0),
+           'Quantile(0.3)': Quantile(0.3), 'Quantile(0.5)': Quantile(0.5)}
+
+
+def per_sample(st, x, increasing):
+    "The staircase's value at each sample (fit order: reversed for a decreasing fit, so the fit reads increasing)."
+    v = st(x)
+    return v if increasing else v[::-1]
+
+
+def assert_general_fit(name, got, ref, x, y, w, increasing):
+    """The Dask staircase has `fit_staircase`'s blocks, and its levels are certified on their own: against 50-digit
+    derivatives (`test_convex.assert_fit_certified`), or for a quantile against the exact smallest fit by rationals."""
+    np.testing.assert_array_equal(got.x_lo, ref.x_lo)
+    np.testing.assert_array_equal(got.x_hi, ref.x_hi)
+    wv = np.ones_like(y) if w is None else w
+    keep = wv > 0
+    fitted = per_sample(got, x, increasing)
+    ys, ws = (y, wv) if increasing else (y[::-1], wv[::-1])
+    k = keep if increasing else keep[::-1]
+    if name.startswith('Quantile'):
+        np.testing.assert_array_equal(got.levels, ref.levels)
+        # secondary ties: tied scores form one group; the exact fit of the groups' (pooled) targets
+        assert np.all(np.diff(fitted) >= 0)
+        return
+    # (a level whose exact value is 0 may end a few subnormal ulps from it over partitions, where the in-memory
+    # scan sees the exact tie at 0: both certified below)
+    np.testing.assert_allclose(got.levels, ref.levels, rtol=1e-12, atol=1e-320)
+    xs = (x if increasing else x[::-1])[k]
+    assert_fit_certified(name, fitted[k], ys[k], ws[k], np.r_[True, xs[1:] != xs[:-1], True])
+
+
+@given(sorted_problems(), st.sampled_from(sorted(GENERAL)), st.sampled_from([1, 2, 3, 5, 8]))
+def test_every_builtin_loss_over_partitions(problem, name, max_segment):
+    """Every built-in loss without a closed-form block minimiser, decomposed over partitions (empty, one-point, tie
+    runs across seams, zero weights) down to segments of `max_segment` samples: `fit_staircase`'s staircase."""
+    x, y, w, chunks, increasing = problem
+    loss = GENERAL[name]
+    ref = fit_staircase(x, y, w, increasing=increasing, loss=loss)
+    old, dcx.MAX_SEGMENT = dcx.MAX_SEGMENT, max_segment
+    try:
+        got = fit_isotonic_dask(chunked(x, chunks), chunked(y, chunks), chunked(w, chunks), increasing=increasing,
+                                loss=loss, presorted=True)
+    finally:
+        dcx.MAX_SEGMENT = old
+    assert_general_fit(name, got, ref, x, y, w, increasing)
+
+
+@pytest.mark.parametrize('tau', [0.3, 0.5])
+@pytest.mark.parametrize('increasing', [True, False])
+def test_quantile_over_partitions_is_the_exact_smallest_fit(tau, increasing):
+    "Distinct scores, real weights: the Dask quantile fit is the min-max formula over exact rational quantiles."
+    rng = np.random.default_rng([28, int(tau * 10), increasing])
+    for _ in range(20):
+        n = int(rng.integers(2, 30))
+        x = np.arange(n, dtype=float)
+        y = rng.integers(0, 5, n).astype(float)
+        w = 10.0 ** rng.uniform(-3, 3, n)
+        chunks = random_chunks(rng, n, 8)
+        old, dcx.MAX_SEGMENT = dcx.MAX_SEGMENT, int(rng.integers(1, 4))
+        try:
+            got = fit_isotonic_dask(chunked(x, chunks), chunked(y, chunks), chunked(w, chunks), increasing=increasing,
+                                    loss=Quantile(tau), presorted=True)
+        finally:
+            dcx.MAX_SEGMENT = old
+        yy, ww = (y, w) if increasing else (y[::-1], w[::-1])
+        expected = exact_lower_quantile_fit(yy, ww, tau)
+        np.testing.assert_array_equal(per_sample(got, x, increasing), expected)
+
+
+@pytest.mark.parametrize('name', sorted(GENERAL))
+def test_every_builtin_loss_sorted_by_dask(name):
+    "Unsorted tied scores, real weights with zeros, Dask's own sort, segments well below the data: as in memory."
+    rng = np.random.default_rng([28, len(name)])
+    n = 3000
+    x, y, w = data(rng, n, kind='noisy', decimals=1, weighted=True, zero_weights=True)
+    loss = GENERAL[name]
+    chunks = random_chunks(rng, n, 400)
+    for increasing in (True, False):
+        ref = fit_staircase(x, y, w, increasing=increasing, loss=loss)
+        old, dcx.MAX_SEGMENT = dcx.MAX_SEGMENT, 200
+        try:
+            got = fit_isotonic_dask(chunked(x, chunks), chunked(y, chunks), chunked(w, chunks), increasing=increasing,
+                                    loss=loss)
+        finally:
+            dcx.MAX_SEGMENT = old
+        np.testing.assert_array_equal(got.x_lo, ref.x_lo)
+        np.testing.assert_array_equal(got.x_hi, ref.x_hi)
+        np.testing.assert_allclose(got.levels, ref.levels, rtol=0 if name.startswith('Quantile') else 1e-12)
+
+
+def test_every_builtin_loss_on_a_local_cluster():
+    "Two worker processes: each built-in loss's Dask fit is the in-memory staircase."
+    from distributed import Client, LocalCluster
+    rng = np.random.default_rng(2028)
+    n = 20_000
+    x, y, w = data(rng, n, kind='noisy', decimals=2, weighted=True, zero_weights=True)
+    X, Y, W = (da.from_array(a, chunks=2_500) for a in (x, y, w))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host='127.0.0.1', dashboard_address=None,
+                      silence_logs=40) as cluster, Client(cluster):
+        old, dcx.MAX_SEGMENT = dcx.MAX_SEGMENT, 1_000       # (the client decides the segments: set here)
+        try:
+            for name, loss in GENERAL.items():
+                ref = fit_staircase(x, y, w, loss=loss)
+                got = fit_isotonic_dask(X, Y, W, loss=loss)
+                np.testing.assert_array_equal(got.x_lo, ref.x_lo)
+                np.testing.assert_allclose(got.levels, ref.levels, rtol=0 if name.startswith('Quantile') else 1e-12)
+        finally:
+            dcx.MAX_SEGMENT = old
