@@ -92,7 +92,6 @@ def _slope_terms(d, q, M, Me, lo, hi, n):
         s_err += _U * abs(total)
     return total, t_err, s_err
 
-
 # %% ../nbs/07a_aum_kernel.ipynb #a4fe7e88
 @njit(cache=True)
 def _heap_push(keys, P, A, Bv, size, key, p, a, b):
@@ -122,7 +121,7 @@ def _sift_down(keys, P, A, Bv, size, i, key, p, a, b):
 def _heap_pop(keys, P, A, Bv, size):
     "Remove the root of the heap (read it before calling); the new size."
     size -= 1
-    if size > 0: _sift_down(keys, P, A, Bv, size, 0, keys[size], P[size], A[size], Bv[size])
+    if size > 0: _sift_down(keys, P, A, Bv, np.intp(size), np.intp(0), keys[size], P[size], A[size], Bv[size])
     return size
 
 @njit(cache=True)
@@ -138,7 +137,8 @@ def _heap_prune(keys, P, A, Bv, size, q, seen):
             keys[m], P[m], A[m], Bv[m] = keys[k], p, A[k], Bv[k]
             m += 1
     for k in range(m): seen[P[k]] = False
-    for i in range(m // 2 - 1, -1, -1): _sift_down(keys, P, A, Bv, m, i, keys[i], P[i], A[i], Bv[i])
+    for i in range(m // 2 - 1, -1, -1):          # (np.intp: no Literal[int] specialisation of _sift_down)
+        _sift_down(keys, P, A, Bv, np.intp(m), np.intp(i), keys[i], P[i], A[i], Bv[i])
     return m
 
 # %% ../nbs/07a_aum_kernel.ipynb #bb8e4e8f
@@ -519,4 +519,3 @@ def _grown_rows(rows, cap):
     for i in range(rows.shape[0]):
         for j in range(rows.shape[1]): out[i, j] = rows[i, j]
     return out
-

@@ -17,8 +17,8 @@ from . import derivatives as _derivatives
 from .core import as_float_array, check_increasing, check_weights
 from .decomposition import _DIVERGED, _FLAT, _FLAT_STEP, _NONCONVEX, _NONFINITE, _anytime_probe, _decompose_all
 from .derivatives import (_CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _QUANTILE,
-                          _SQUARED, _SQUARED_QUARTIC, _check_no_overflow, _deriv12, _power_of_two_scale, _target_scale,
-                          _weight_scale)
+                          _SQUARED, _SQUARED_QUARTIC, _check_no_overflow, _deriv12, _power_of_two_scale, _rounding_bound,
+                          _target_scale, _weight_scale)
 from .pava import IsotonicResult, _pava_kernel, isotonic_regression
 from .quantile import _MIN_TAU, _quantile_fit_sorted
 
@@ -66,8 +66,11 @@ class Loss:
 
 def _float_values(v, name):
     "`v` as float(s), or a TypeError naming `name` instead of NumPy's conversion error."
+    bad = TypeError(f"`{name}` must be a real number or an array of them, got {v!r}")
+    if v is None or (isinstance(v, (list, tuple)) and any(e is None for e in np.ravel(np.asarray(v, dtype=object)))):
+        raise bad                                # (NumPy turns None into nan: a silent wrong answer)
     try: return np.asarray(v, dtype=float)
-    except (TypeError, ValueError): raise TypeError(f"`{name}` must be a real number or an array of them, got {v!r}") from None
+    except (TypeError, ValueError): raise bad from None
 
 def _domain_error(y, bad, what, name):
     i = int(np.flatnonzero(bad)[0])
@@ -482,6 +485,23 @@ class _Anytime:
         self.gd, self.gdl, self.ga = np.zeros(n), np.zeros(n), np.zeros(n)
         self.gdone = np.zeros(n, dtype=np.bool_)
         self.ng, self.iteration, self.stats = n, 0, np.zeros(2, np.int64)
+        self._check_bounds(lower, upper)
+
+    def _check_bounds(self, lower, upper):
+        """Refuse a `lower` (`upper`) that is certainly above (below) part of the exact fit, rather than converge to
+        it: by the suffix-minimiser lemma (02c) the fit's smallest value is below z exactly when some prefix sum of
+        w l'(z; y) is positive, and its largest above z when some suffix sum is negative (one pass each)."""
+        code, params, n = self.loss.code, self.loss.params, self.n
+        for z, name in ((lower, 'lower'), (upper, 'upper')):
+            if not np.isfinite(z) or n == 0: continue
+            kb, best, _, total, _, _, A, _, _, _, _ = self.k._scan(code, params, self.y, self.w, np.empty(0, np.bool_),
+                                                                    0, n, z, False, True)
+            P, T = best[0] + best[1], total[0] + total[1]
+            gap = P if name == 'lower' else P - T
+            if gap > 2.0 * _rounding_bound(code, params, n, A) and (name == 'lower' or kb < n):
+                side = 'above the smallest' if name == 'lower' else 'below the largest'
+                raise ValueError(f"`{name}` = {self.loss.to_mean(z) * self.scale:g} is {side} value of the exact fit: "
+                                 f"the bounds must contain the solution (Theorem 4)")
 
     def step(self):
         ng = self.k._anytime_step(self.loss.code, self.loss.params, self.y, self.w, self.gs, self.glo, self.ghi,

@@ -255,13 +255,19 @@ def _after_cheap(row, z, Dc, Hc):
     if not (np.isfinite(Dc) and 0.0 < Hc < np.inf):
         row[_NCHEAP] = 0.0
         return
+    width = row[_CHI] - row[_CLO]
+    flipped = (Dc > 0.0) != (row[_D] > 0.0) and row[_D] != 0.0
     if Dc > 0.0: row[_CHI] = z
     elif Dc < 0.0: row[_CLO] = z
     row[_TH], row[_D], row[_H] = z, Dc, Hc
     step = Dc / Hc
     if Dc == 0.0 or abs(step) <= 1e-9 * (abs(z) + row[_CHI] - row[_CLO]) or _adjacent(row[_CLO], row[_CHI]):
         row[_NCHEAP] = 0.0
-    if row[_NCHEAP] == 0.0:                      # the first checked pass at the next Newton point
+    if flipped and row[_CHI] - row[_CLO] > 0.5 * width:   # Newton jumping across a steep root (l' ~ sqrt|r|, where
+        row[_NCHEAP] = 0.0                               # its step from either side lands as far on the other):
+        f = _split(row[_CLO], row[_CHI])                 # bisect the pooled bracket instead
+        row[_FORCE] = f if row[_LO] < f < row[_HI] else np.nan
+    elif row[_NCHEAP] == 0.0:                    # the first checked pass at the next Newton point
         f = z - step
         row[_FORCE] = f if row[_LO] < f < row[_HI] else (z if row[_LO] < z < row[_HI] else np.nan)
 
@@ -279,6 +285,7 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
         return 2
     if kb == e or kb == s:                       # no split: the interval shrinks to one side of z
         side = 1.0 if kb == e else -1.0
+        width = row[_HI] - row[_LO]
         if kb == e:
             row[_HI], row[_DHI] = z, T
             if imax + 4.0 * _EPS * A < 0.0: row[_SINGLE] = 1.0     # every interior prefix sum below: one block
@@ -286,6 +293,8 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
         far = 0.0 < Ht and abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # root still far: cheap Newton
         row[_TH], row[_D], row[_H] = z, T, Ht
         row[_MODE] = row[_MODE] + 1.0 if side == row[_RUN] and not far else 0.0
+        if side != row[_RUN] and row[_RUN] != 0.0 and row[_HI] - row[_LO] > 0.5 * width:
+            row[_MODE] = 13.0                    # Newton across a steep root without halving: bisect next
         row[_RUN] = side
         if far and row[_NCHEAP] == 0.0: row[_NCHEAP], row[_CLO], row[_CHI] = _MORE_CHEAP, row[_LO], row[_HI]
         return 0
@@ -388,11 +397,16 @@ _DIVERGED, _FLAT_STEP = -2, -4
 
 @njit(cache=True, inline='always')
 def _anytime_probe(lo, hi):
-    "Where to evaluate a group with bounds [lo, hi]: the midpoint, or the doubling trick for infinite bounds."
+    """Where to evaluate a group with bounds [lo, hi]: the midpoint, or the doubling trick for infinite bounds,
+    stopping at the largest double (±inf only once that is a bound itself: the kernel then reports a divergence).
+    The midpoint stays in [lo, hi] among subnormals too, where ½lo + ½hi can round below lo."""
+    big = 1.7976931348623157e308
     if lo == -np.inf and hi == np.inf: return 0.0
-    if hi == np.inf: return lo + max(1.0, abs(lo))
-    if lo == -np.inf: return hi - max(1.0, abs(hi))
-    return 0.5 * lo + 0.5 * hi
+    if hi == np.inf: return min(lo + max(1.0, abs(lo)), big) if lo < big else np.inf
+    if lo == -np.inf: return max(hi - max(1.0, abs(hi)), -big) if hi > -big else -np.inf
+    m = 0.5 * lo + 0.5 * hi
+    if not lo <= m <= hi: m = lo + 0.5 * (hi - lo)
+    return m if lo <= m <= hi else lo
 
 @njit(cache=True)
 def _group_sum(code, params, y, w, s, e, z):

@@ -384,11 +384,15 @@ def _target_scale(loss, y):
     return scaled, S
 
 def _weight_scale(w):
-    "(w / 2^k, 2^k): 2^k = 1 unless the sum of the weights could overflow (weights near 1e308); exact division."
+    """(w / 2^k, 2^k): 2^k = 1 unless the sum of the weights could overflow (weights near 1e308), or the largest
+    weight is below 2^-500, where products w l' would underflow (uniform weights of 1e-320 once changed the fit):
+    then the largest weight is brought to [1, 2). Exact either way (a power of two; scaling up never rounds)."""
     if w is None: return None, 1.0
-    e = int(np.frexp(float(np.max(w)))[1]) + int(np.ceil(np.log2(len(w))))     # sum < 2^e
-    if e <= 1000: return w, 1.0
-    k = float(np.ldexp(1.0, e - 1000))
+    top = int(np.frexp(float(np.max(w)))[1])
+    e = top + int(np.ceil(np.log2(len(w))))                                     # sum < 2^e
+    if e > 1000: k = float(np.ldexp(1.0, e - 1000))
+    elif top < -500: k = float(np.ldexp(1.0, top - 1))
+    else: return w, 1.0
     return w / k, k
 
 def _check_no_overflow(loss, y, w, S):

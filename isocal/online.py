@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 import sys
 
 import numpy as np
@@ -31,18 +32,20 @@ def _check_stream_weights(weights, n, data_name):
 
 def merge_trace(y, weights=None, *, increasing: bool = True) -> list[list[list[float]]]:
     """The online algorithm of Section V written plainly (squared loss): for every arrival, the list of states
-    (fitted values of the samples so far) right after the arrival and after each join that follows."""
+    (fitted values of the samples so far) right after the arrival and after each join that follows. Sums are exact
+    (fractions), so no sum overflows or underflows and each level is its exact mean rounded once."""
     y = as_float_array(y, 'y')
     w = np.ones(len(y)) if weights is None else _check_stream_weights(weights, len(y), 'y')
     sign = 1.0 if check_increasing(increasing) else -1.0
-    groups, trace = [], []                                    # each group: [sum of w*y, sum of w, count]
-    level = lambda g: g[0] / g[1] if g[1] > 0 else math.nan
+    groups, trace = [], []                      # each group: [sum of w*y, sum of w, count], exact (Fractions)
+    mean = lambda g: g[0] / g[1]
+    level = lambda g: float(mean(g)) if g[1] > 0 else math.nan      # the exact mean, rounded once
     state = lambda: [level(g) for g in groups for _ in range(g[2])]
     for yi, wi in zip(y.tolist(), w.tolist()):
-        groups.append([wi * yi, wi, 1])
+        groups.append([Fraction(wi) * Fraction(yi), Fraction(wi), 1])
         steps = [state()]
         while len(groups) > 1 and (groups[-2][1] == 0 or groups[-1][1] == 0
-                                   or sign * level(groups[-2]) >= sign * level(groups[-1])):
+                                   or sign * mean(groups[-2]) >= sign * mean(groups[-1])):
             s, lam, c = groups.pop()
             groups[-1] = [groups[-1][0] + s, groups[-1][1] + lam, groups[-1][2] + c]
             steps.append(state())

@@ -25,11 +25,14 @@ def _integral_weights(w, n):
     sum of weights the fit forms is exact); else None. Equal weights count as ones (the fit does not change when all
     weights are multiplied by one constant)."""
     if w is None or np.all(w == w[0]): return np.ones(1) if n < _EXACT_TOTAL else None
-    mant, expo = np.frexp(w)                                   # w = mant * 2^expo, 0.5 <= mant < 1
-    m = (mant * 2.0 ** 53).astype(np.int64)                    # the 53-bit integer significand
-    low = expo - 53 + np.log2((m & -m).astype(np.float64)).astype(np.int64)   # exponent of each lowest set bit
-    k = max(0, -int(low.min()))
-    if k > 1000 or np.ldexp(np.sum(w), k) >= _EXACT_TOTAL: return None
+    k = 0
+    for a in range(0, w.shape[0], 1 << 16):                   # in chunks: a few temporaries of 2^16, not of n
+        mant, expo = np.frexp(w[a:a + (1 << 16)])              # w = mant * 2^expo, 0.5 <= mant < 1
+        m = (mant * 2.0 ** 53).astype(np.int64)                # the 53-bit integer significand
+        low = expo - 53 + np.log2((m & -m).astype(np.float64)).astype(np.int64)   # exponent of each lowest set bit
+        k = max(k, -int(low.min()))
+        if k > 1000: return None
+    if np.ldexp(np.sum(w), k) >= _EXACT_TOTAL: return None
     return np.ldexp(w, k)
 
 def _spread_weights(w):
@@ -157,13 +160,14 @@ def _quantile_fit_sorted(tau, y, w=None, groups=None):
     tau-quantile fit of x-sorted targets `y` with positive weights `w` (None: unit). `groups`: None or the starts
     of forced groups (tied x) followed by n: the fit is constant on each."""
     n = y.shape[0]
+    values = np.unique(y)                          # (first: its sort's temporaries before the other arrays exist)
     exact = _integral_weights(w, n)
-    wk = exact if exact is not None else _spread_weights(w)
+    wk = np.ascontiguousarray(exact if exact is not None else _spread_weights(w))
     cut_ok = np.empty(0, np.bool_)                 # every cut allowed, unless tied x force groups
     if groups is not None:
         cut_ok = np.zeros(n + 1, np.bool_)
         cut_ok[groups] = True
-    z, wk, values, exact_sums = np.empty(n), np.ascontiguousarray(wk), np.unique(y), exact is not None
+    z, exact_sums = np.empty(n), exact is not None
     visits = _quantile_kernel(y, wk, cut_ok, values, float(tau), exact_sums, z, None)
     if visits < 0:                                   # a close call: run again, with exact cuts
         visits = _quantile_kernel(y, wk, cut_ok, values, float(tau), exact_sums, z, True)

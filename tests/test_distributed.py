@@ -309,7 +309,8 @@ def test_errors_before_the_sort():
     ('unsorted', ValueError, r'`x` is not sorted.*index 40'),
     ('unsorted_primary', ValueError, r'`x` is not sorted.*index 60.*then by increasing `y`'),
     ('domain', ValueError, r'`y` must be in \[0, 1\].*index 12'),
-    ('loss', NotImplementedError, r'logcosh'),
+    ('loss', NotImplementedError, r'custom loss'),
+    ('loss_ties', NotImplementedError, r"ties='secondary'"),
     ('ties', ValueError, r'`ties` must be one of'),
     ('increasing', TypeError, r'`increasing` must be'),
 ])
@@ -325,7 +326,11 @@ def test_bad_input(case, exc, pattern):
     if case == 'chunks': chunks_y = [50, 50]
     if case == 'unsorted': x[40] = -1.0; kw['presorted'] = True
     if case == 'domain': y[12] = 1.5; kw['loss'] = 'logloss'
-    if case == 'loss': kw['loss'] = 'logcosh'
+    if case == 'loss':                           # a custom loss's compiled derivative stays in this process
+        from isocal.convex import CustomLoss
+        from numba import njit
+        kw['loss'] = CustomLoss(njit(lambda z, y: (z - y) + (z - y) ** 3), name='cubic')
+    if case == 'loss_ties': kw.update(loss='logcosh', ties='primary')
     if case == 'unsorted_primary': x[60] = x[59]; y[60] = y[59] - 1; kw.update(presorted=True, ties='primary')
     if case == 'ties': kw['ties'] = 'quaternary'
     if case == 'increasing': kw['increasing'] = 'yes'

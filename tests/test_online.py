@@ -575,3 +575,11 @@ def test_issue12_huge_weights_and_their_limit():
             OnlineIsotonic().extend([1.0, 2.0], [1.7e308, 1.7e308])
     tiny = OnlineIsotonic().extend([2.0, 1.0, 5.0], [5e-324, 1e-323, 1e-300])
     np.testing.assert_allclose(tiny.fitted_values(), [4 / 3, 4 / 3, 5.0], rtol=1e-15)
+
+
+def test_merge_trace_is_exact_at_the_ends_of_the_range():
+    "Issue 30: sums of 1.7e308 overflowed to inf, and a subnormal weight gave -2.0 for the target -1.771."
+    from fractions import Fraction
+    assert merge_trace([1.7e308, 1.7e308, -1.7e308])[-1][-1] == [float(Fraction(1.7e308) / 3)] * 3
+    assert merge_trace([-1.771], [5e-324]) == [[[-1.771]]]
+    assert merge_trace([3.0, 1.0], [5e-324, 1e-323])[-1][-1] == [float(Fraction(5, 3))] * 2

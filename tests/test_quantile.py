@@ -204,8 +204,16 @@ def test_quantile_decomposition_identity_and_signs(qs, ys, tau, weighted):
     assert s_hat <= pinball(y, q, np.ones(len(q)) if w is None else w, tau) + 1e-12
 
 
-def test_dask_fit_refuses_quantile():
+def test_dask_fit_quantile_is_the_in_memory_fit():
+    "The pinball loss over Dask partitions (isocal.distributed_convex): fit_staircase's staircase, bit for bit."
     pytest.importorskip("dask")
+    import dask.array as da
     from isocal.distributed import fit_isotonic_dask
-    with pytest.raises(NotImplementedError, match="Quantile"):
-        fit_isotonic_dask(np.arange(4.0), np.arange(4.0), loss=Quantile(0.5))
+    from isocal.fit import fit_staircase
+    rng = np.random.default_rng(5)
+    x, y, w = np.sort(rng.normal(size=300)), rng.normal(size=300), rng.uniform(0.5, 2.0, 300)
+    got = fit_isotonic_dask(da.from_array(x, chunks=70), da.from_array(y, chunks=70), da.from_array(w, chunks=70),
+                            loss=Quantile(0.5))
+    ref = fit_staircase(x, y, w, loss=Quantile(0.5))
+    np.testing.assert_array_equal(got.x_lo, ref.x_lo)
+    np.testing.assert_array_equal(got.levels, ref.levels)
