@@ -106,7 +106,6 @@ def as_float_array(a, name: str, *, allow_empty: bool = True, check_finite: bool
             raise not_finite_error(name, arr, bad)
     return arr
 
-
 # %% ../nbs/00_core.ipynb #c0d99118
 def _as_column(X, name):
     "A 1-D score array from shape (n,) or (n, 1)."
@@ -265,6 +264,13 @@ def _two_sum(a, b):
     s = a + b
     v = s - a
     return s, (a - (s - v)) + (b - v)
+
+@njit(cache=True, inline='always')
+def _dd_add(h, l, t):
+    "The double-double (h, l) plus t: TwoSum of h and t, its error added to l (running sums of many terms)."
+    s = h + t
+    v = s - h
+    return s, l + ((h - (s - v)) + (t - v))
 
 # %% ../nbs/00_core.ipynb #c52caf40
 @njit(cache=True, inline='always')

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .core import _add_partial, _partials_sign
+from .core import _add_partial, _dd_add, _partials_sign
 from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL, _deriv12, _far_sign,
                           _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
 
@@ -22,13 +22,6 @@ _DONE, _NEED_EXACT, _NONCONVEX, _FLAT, _NEED_HIRES, _FULL, _NONFINITE = 0, -1, -
 _NCOL = 24
 _CHEAP = 2          # Newton steps on a new segment's pooled derivative before its first full pass
 _MORE_CHEAP = 6     # further such steps once a full pass found no split
-
-@njit(cache=True, inline='always')
-def _dd_add(h, l, t):
-    "The double-double (h, l) plus t: Knuth's TwoSum of h and t, its error added to l."
-    s = h + t
-    v = s - h
-    return s, l + ((h - (s - v)) + (t - v))
 
 @njit(cache=True, inline='always')
 def _adjacent(lo, hi):

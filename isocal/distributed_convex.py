@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from .core import _add_partial
+from .core import _add_partial, _dd_add
 from .quantile import _SPREAD, _exact_cut, _fast_cut
 from .decomposition import (_CHEAP_PASS, _E, _FORCE, _H, _HI, _LEAF, _LO, _NCHEAP, _NCOL, _S, _SINGLE, _after_cheap,
-                            _after_full, _dd_add, _moments, _next_pass, _scan, _start)
+                            _after_full, _moments, _next_pass, _scan, _start)
 from .derivatives import _EPS, _QUANTILE, _check_no_overflow, _partials_value, _scale_for, _term_cold, _wt
 from .fit import _fit_blocks
 from numba import njit

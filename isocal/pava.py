@@ -56,8 +56,8 @@ def _expand_levels(sums, wts, starts, nblocks, out):
 _SAFE_EXP = 1000      # sums stay below 2**1000 and products above 2**-1000: far from overflow and from subnormals
 
 @njit(cache=True)
-def _weight_exponent(y, w):
-    "The k for which the weights w * 2**k keep the sums of w*y and w, and the products w*y, in range; 0 if none."
+def _extremes(y, w):
+    "(max |y|, min non-zero |y|, max w, min positive w) in one pass."
     ymax, ymin, wmax, wmin = 0.0, np.inf, 0.0, np.inf
     for i in range(y.shape[0]):
         a = abs(y[i])
@@ -65,6 +65,12 @@ def _weight_exponent(y, w):
         ymin = min(ymin, a if a > 0.0 else np.inf)
         wmax = max(wmax, w[i])
         wmin = min(wmin, w[i] if w[i] > 0.0 else np.inf)
+    return ymax, ymin, wmax, wmin
+
+@njit(cache=True)
+def _weight_exponent(y, w):
+    "The k for which the weights w * 2**k keep the sums of w*y and w, and the products w*y, in range; 0 if none."
+    ymax, ymin, wmax, wmin = _extremes(y, w)
     return _exponent_for(ymax, ymin, wmax, wmin, y.shape[0])
 
 @njit(cache=True)
@@ -88,13 +94,7 @@ def _exponent_for(ymax, ymin, wmax, wmin, n):
 @njit(cache=True)
 def _weights_fit(y, w):
     "Does some exponent k keep all sums and products of `_weight_exponent`'s rule in range?"
-    ymax, ymin, wmax, wmin = 0.0, np.inf, 0.0, np.inf
-    for i in range(y.shape[0]):
-        a = abs(y[i])
-        ymax = max(ymax, a)
-        ymin = min(ymin, a if a > 0.0 else np.inf)
-        wmax = max(wmax, w[i])
-        wmin = min(wmin, w[i] if w[i] > 0.0 else np.inf)
+    ymax, ymin, wmax, wmin = _extremes(y, w)
     lo, hi = _exponent_bounds(ymax, ymin, wmax, wmin, y.shape[0])
     return lo <= hi
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .core import _add_partial, _partials_sign, _two_prod
+from .core import _add_partial, _dd_add, _partials_sign, _two_prod
 from .pava import IsotonicResult
 
 # %% auto #0
@@ -92,13 +92,6 @@ def _fast_cut(y, w, cut_ok, s, e, a, tau, exact_sums, end_ok=True):
         if below < 0: return -1
         if below == 1: best, bAh, bAl, bWh, bWl = k, Ah, Al, Wh, Wl
     return best
-
-@njit(cache=True, inline='always')
-def _dd_add(h, l, t):
-    "The double-double (h, l) plus t (Knuth's TwoSum, its error added to l)."
-    s = h + t
-    v = s - h
-    return s, l + ((h - (s - v)) + (t - v))
 
 @njit(cache=True)
 def _exact_cut(y, w, cut_ok, s, e, a, tau, end_ok=True):
