@@ -3,7 +3,11 @@
 Run from the repository root:
 
     .venv/bin/python bench/distributed.py [--quick] [--n 1e8] [--single-n 2e7] [--memory-limit 1.2GiB]
-                                          [--partition 1e6] [--shuffle p2p] [--json out.json]
+                                          [--partition 1e6] [--shuffle p2p] [--loss squared] [--json out.json]
+
+`--loss pseudohuber` (PseudoHuber(1)), `logcosh`, `lp` (Lp(1.5)) or `quantile` (Quantile(0.5)) runs sections a and b
+for a loss without a closed-form block minimiser, fitted by threshold decomposition over the partitions
+(isocal.distributed_convex); section c (summaries) is the squared loss's and is skipped then.
 
 Sections:
 
@@ -128,6 +132,7 @@ def main():
     ap.add_argument('--shuffle', default='p2p')
     ap.add_argument('--repeat', type=int, default=3)
     ap.add_argument('--skip-scale', action='store_true', help='skip section a')
+    ap.add_argument('--loss', default='squared', choices=['squared', 'pseudohuber', 'logcosh', 'lp', 'quantile'])
     ap.add_argument('--json')
     args = ap.parse_args()
     if args.quick: args.n, args.single_n, args.partition, args.repeat = 2e6, 1e6, 1e5, 2
@@ -138,18 +143,21 @@ def main():
     from distributed import Client, LocalCluster
     from isocal.distributed import fit_isotonic_dask
     from isocal.fit import fit_staircase
+    from isocal.convex import Lp, PseudoHuber, Quantile
+    loss = {'squared': 'squared', 'pseudohuber': PseudoHuber(1.0), 'logcosh': 'logcosh', 'lp': Lp(1.5),
+            'quantile': Quantile(0.5)}[args.loss]
 
     report = {'n': n, 'single_n': single_n, 'partition': partition, 'memory_limit': args.memory_limit,
-              'shuffle': args.shuffle}
+              'shuffle': args.shuffle, 'loss': str(loss)}
     data_bytes = 16 * n
     print(f"machine: {os.cpu_count()} cores; LocalCluster: 2 worker processes x 1 thread, memory_limit "
-          f"{args.memory_limit} each; shuffle={args.shuffle}; partitions of {partition:,} rows")
+          f"{args.memory_limit} each; shuffle={args.shuffle}; partitions of {partition:,} rows; loss {loss}")
     with dask.config.set({'distributed.worker.memory.target': 0.5, 'distributed.worker.memory.spill': 0.6}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host='127.0.0.1',
                          dashboard_address=None, memory_limit=args.memory_limit, silence_logs=40,
                          local_directory=os.environ.get('TMPDIR', '/tmp')) as cluster, Client(cluster) as client:
         x, y = dask_data(100_000, 10_000)
-        fit_isotonic_dask(x, y, shuffle_method=args.shuffle)      # warm-up: imports and Numba cache on the workers
+        fit_isotonic_dask(x, y, shuffle_method=args.shuffle, loss=loss)      # warm-up: imports and Numba cache on the workers
 
         if not args.skip_scale:
             if data_bytes <= parse_bytes(args.memory_limit):
@@ -157,7 +165,7 @@ def main():
             x, y = dask_data(n, partition)
             with PeakRSS(client) as mem:
                 t = time.perf_counter()
-                st = fit_isotonic_dask(x, y, shuffle_method=args.shuffle)
+                st = fit_isotonic_dask(x, y, shuffle_method=args.shuffle, loss=loss)
                 wall = time.perf_counter() - t
             peaks = sorted(mem.peaks.values())
             report['scale'] = dict(wall=wall, steps=st.n_steps, peak_rss=peaks, data_bytes=data_bytes)
@@ -166,16 +174,16 @@ def main():
                   + ', '.join(format_bytes(p) for p in peaks) + f" (limit {args.memory_limit})")
 
         x, y = dask_data(single_n, partition)
-        t_dask, st_dask = best_of(lambda: fit_isotonic_dask(x, y, shuffle_method=args.shuffle), args.repeat)
+        t_dask, st_dask = best_of(lambda: fit_isotonic_dask(x, y, shuffle_method=args.shuffle, loss=loss), args.repeat)
         import psutil
         rss_before = sorted(client.run(lambda: psutil.Process().memory_info().rss).values())
         with PeakRSS(client) as mem:                              # one more run, untimed, polled
-            fit_isotonic_dask(x, y, shuffle_method=args.shuffle)
+            fit_isotonic_dask(x, y, shuffle_method=args.shuffle, loss=loss)
         dask_peaks = sorted(mem.peaks.values())
     xs, ys = numpy_data(single_n, partition)
-    fit_staircase(xs[:1000], ys[:1000])
-    t_single, st_single = best_of(lambda: fit_staircase(xs, ys), args.repeat)
-    p_single = peak_bytes(lambda: fit_staircase(xs, ys))
+    fit_staircase(xs[:1000], ys[:1000], loss=loss)
+    t_single, st_single = best_of(lambda: fit_staircase(xs, ys, loss=loss), args.repeat)
+    p_single = peak_bytes(lambda: fit_staircase(xs, ys, loss=loss))
     assert st_single.n_steps == st_dask.n_steps and np.array_equal(st_single.x_lo, st_dask.x_lo)
     assert np.allclose(st_single.levels, st_dask.levels, rtol=1e-12, atol=0)
     report['throughput'] = dict(n=single_n, dask=t_dask, single=t_single, ratio=t_single / t_dask,
@@ -187,17 +195,19 @@ def main():
           f"{t_single / t_dask:.3f}; same staircase ({st_dask.n_steps} steps)")
     del xs, ys
 
-    ns = [10**k for k in range(4, 8 if not args.quick else 7)]
-    rows = summary_sizes(ns, min(partition, 10**6))
+    ns = [10**k for k in range(4, 8 if not args.quick else 7)] if args.loss == 'squared' else []
+    rows = summary_sizes(ns, min(partition, 10**6)) if ns else []
     report['summaries'] = rows
-    print("\nc. summary size vs n (calibration-like data, partitions of "
-          f"{min(partition, 10**6):,} rows)\n{'n':>10} {'partitions':>10} {'units/partition':>16} {'root units':>11} "
-          f"{'steps':>6} {'root bytes':>11}  steps/n^(1/3)")
+    if rows: print("\nc. summary size vs n (calibration-like data, partitions of "
+                   f"{min(partition, 10**6):,} rows)\n{'n':>10} {'partitions':>10} {'units/partition':>16} "
+                   f"{'root units':>11} {'steps':>6} {'root bytes':>11}  steps/n^(1/3)")
     for r in rows:
         print(f"{r['n']:>10.0e} {r['partitions']:>10} {r['units_per_partition']:>16.1f} {r['root_units']:>11} "
               f"{r['steps']:>6} {r['root_bytes']:>11}  {r['steps'] / r['n'] ** (1 / 3):.2f}")
-    if args.json:
-        with open(args.json, 'w') as f: json.dump(report, f, indent=1)
+    if args.json:                                # written to a temporary file, then renamed into place
+        tmp = f'{args.json}.{os.getpid()}.tmp'
+        with open(tmp, 'w') as f: json.dump(report, f, indent=1)
+        os.replace(tmp, args.json)
 
 
 if __name__ == '__main__':
