@@ -5,6 +5,8 @@
 # %% ../nbs/02a_derivatives.ipynb #14ae01db
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -299,18 +301,19 @@ def _unpaired_bound(code, mag, key, k):
 def _lp_scaled_sign(params, y, w, s, e, z):
     """The sign of Lp's summed derivative over samples s..e-1 at z when the terms underflowed: every residual is
     multiplied by 2^k (exact), with 2^k |r| in [1, 2) for the largest, which multiplies the sum by 2^(k(p-1)) > 0
-    and changes no sign (0 where no term underflowed). Residuals more than ~2^-1000 below the largest may still underflow (0 then: a tie)."""
+    and changes no sign (0 where no term underflowed). Residuals more than ~2^-1000 below the largest may
+    still underflow (0 then: a tie)."""
     big, under = 0.0, False
     for i in range(s, e):
         r = z - y[i]
         big = max(big, abs(r))
         if r != 0.0 and _d12(_LP, params, r, 0.0)[0] == 0.0: under = True
     if not under: return 0                      # nothing underflowed: the exact sum's 0 stands
-    k = 0
-    while big * 2.0 ** k < 1.0: k += 64 if big * 2.0 ** (k + 64) < 1.0 else 1
+    k = 1 - math.frexp(big)[1]                  # big * 2^k in [1, 2); k up to 1074 for subnormal residuals, so
+    h = k // 2                                  # 2^k is applied in two halves (2^1074 alone overflows)
     partials, n = np.empty(128), 0
     for i in range(s, e):
-        r = (z - y[i]) * 2.0 ** k
+        r = ((z - y[i]) * 2.0 ** h) * 2.0 ** (k - h)
         t = _d12(_LP, params, r, 0.0)[0] * _wt(w, i)
         if t != 0.0: n = _add_partial(partials, n, t)
     return _partials_sign(partials, n)

@@ -831,7 +831,8 @@ def test_reported_refusals_are_fits():
 
 
 @pytest.mark.parametrize('y', [[0., 0, 0, 0, 0, 0, 1, 0, 1, 0, 0], [3e-163, 1e-163, 0], [3e-163, 1e-163, 0, 5],
-                               [1e30 + 1e14, 1e30, 3e-163, 1e-163, 0, 1e-100], [3e-300, 1e-300, 0, 2.0]])
+                               [1e30 + 1e14, 1e30, 3e-163, 1e-163, 0, 1e-100], [3e-300, 1e-300, 0, 2.0],
+                               [1.5e-323, 5e-324, 0.0], [0.0, 0.0, 1e-320, 0.0, 1.0]])   # (subnormal residuals)
 @pytest.mark.parametrize('name', ['Lp(p=3)', 'Lp(p=4.5)'])
 def test_lp_powers_that_underflow(name, y):
     MP_DERIV.setdefault('Lp(p=4.5)', lambda r: mpmath.sign(r) * abs(r) ** mpmath.mpf(3.5))
