@@ -134,6 +134,10 @@ def test_notebooks_open_and_close_clean_in_jupyterlab(tmp_path):
             saved = json.loads((tmp_path/name).read_text())['metadata']
             assert not state['dirty'], (f'{name} is marked modified right after opening; JupyterLab metadata '
                                         f'{state["metadata"]}, saved {saved}')
+            deadline = time.time() + 20                 # JupyterLab renders cells lazily (windowing): on a loaded
+            while state['outputs'] == 0 and time.time() < deadline:    # machine the first outputs can come later
+                time.sleep(0.5)
+                state = chrome.js(STATE % json.dumps(name))
             assert state['outputs'] > 0 and not state['dialogs'], state
             chrome.js("(() => { const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.context && "
                       f"x.context.path === {json.dumps(name)}); w.close(); return true; }})()")
