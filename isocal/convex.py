@@ -15,7 +15,8 @@ from numba import njit
 from . import decomposition as _decomposition
 from . import derivatives as _derivatives
 from .core import as_float_array, check_increasing, check_weights
-from .decomposition import _DIVERGED, _FLAT, _FLAT_STEP, _NONCONVEX, _NONFINITE, _anytime_probe, _decompose_all
+from .decomposition import (_DIVERGED, _FLAT_STEP, _anytime_probe, _cut_flags, _decompose_all, _flat_error,
+                            _raise_for_status)
 from .derivatives import (_CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _QUANTILE,
                           _SQUARED, _SQUARED_QUARTIC, _check_no_overflow, _deriv12, _power_of_two_scale, _rounding_bound,
                           _target_scale, _weight_scale)
@@ -270,39 +271,12 @@ def _kernels(loss):
     return loss.kernels() if isinstance(loss, CustomLoss) else _BUILT_IN
 
 # %% ../nbs/02_convex.ipynb #908a74cc
-def _nonconvex_error():
-    return ValueError("`loss` is not strictly convex: its summed derivative was found decreasing "
-                      "(check that deriv(z, y) increases in z)")
-
-def _flat_error(loss, y, i, S):
-    return ValueError(f"the level of the block starting at target {y[i] * S:g} cannot be determined in double "
-                      f"precision under {loss}: its summed derivative is 0 in double precision on a whole interval (every "
-                      f"residual so large that the loss's derivative rounds to its limit, or targets so much larger "
-                      f"than a neighbouring block's level that no residual z - y can tell them apart); rescale the "
-                      f"targets or choose the loss's scale nearer the residuals. No arbitrary point of the interval "
-                      f"is returned")
-
 def _custom_minimisers(k, loss, y):
     "Each sample's own minimiser under a custom loss, or a clear error if one has none."
     m = np.array([k._point_min(loss.code, loss.params, v) for v in y])
     if np.any(~np.isfinite(m)):
         raise ValueError(f"`loss` has no finite minimiser for target {y[np.flatnonzero(~np.isfinite(m))[0]]}")
     return m
-
-def _cuts(groups, n):
-    "The allowed block boundaries as flags over 0..n (empty: every boundary), from forced groups' starts."
-    if groups is None: return np.empty(0, np.bool_)
-    cut = np.zeros(n + 1, np.bool_)
-    cut[groups] = True
-    return cut
-
-def _raise_for(status, stats, loss, y, S):
-    "The error for a status of `_decompose_all` (nothing for success)."
-    if status == _FLAT: raise _flat_error(loss, y, int(stats[1]), S)
-    if status == _NONCONVEX: raise _nonconvex_error()
-    if status == _NONFINITE:
-        raise ValueError(f"the summed derivative of {loss} is not finite near target {y[int(stats[1])] * S:g}; "
-                         f"no level is returned")
 
 def _fitted_values(loss, y, w, groups, tol=0.0):
     """(fitted values on the mean scale, derivative evaluations) of the increasing fit of x-sorted targets `y` with
@@ -318,9 +292,9 @@ def _fitted_values(loss, y, w, groups, tol=0.0):
     k = _kernels(loss)
     m = _custom_minimisers(k, loss, ys) if loss.code == _CUSTOM else ys
     x = np.empty(n)
-    status, stats = _decompose_all(k, loss.code, loss.params, ys, np.empty(0) if w is None else w, m, _cuts(groups, n),
+    status, stats = _decompose_all(k, loss.code, loss.params, ys, np.empty(0) if w is None else w, m, _cut_flags(groups, n),
                               x, tol=tol / S)
-    _raise_for(status, stats, loss0, ys, S)
+    _raise_for_status(status, stats, loss0, ys, S)
     if S != 1.0: x *= S
     return x, int(stats[0])
 

@@ -385,6 +385,33 @@ def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=Non
         elif status == _FULL: stack = np.concatenate([stack, np.empty_like(stack)])
         else: return status, stats
 
+def _nonconvex_error():
+    return ValueError("`loss` is not strictly convex: its summed derivative was found decreasing "
+                      "(check that deriv(z, y) increases in z)")
+
+def _flat_error(loss, y, i, S):
+    return ValueError(f"the level of the block starting at target {y[i] * S:g} cannot be determined in double "
+                      f"precision under {loss}: its summed derivative is 0 in double precision on a whole interval (every "
+                      f"residual so large that the loss's derivative rounds to its limit, or targets so much larger "
+                      f"than a neighbouring block's level that no residual z - y can tell them apart); rescale the "
+                      f"targets or choose the loss's scale nearer the residuals. No arbitrary point of the interval "
+                      f"is returned")
+
+def _cut_flags(groups, n):
+    "The allowed block boundaries as flags over 0..n (empty: every boundary), from forced groups' starts."
+    if groups is None: return np.empty(0, np.bool_)
+    cut = np.zeros(n + 1, np.bool_)
+    cut[groups] = True
+    return cut
+
+def _raise_for_status(status, stats, loss, y, S):
+    "The error for a status of `_decompose_all` (nothing for success)."
+    if status == _FLAT: raise _flat_error(loss, y, int(stats[1]), S)
+    if status == _NONCONVEX: raise _nonconvex_error()
+    if status == _NONFINITE:
+        raise ValueError(f"the summed derivative of {loss} is not finite near target {y[int(stats[1])] * S:g}; "
+                         f"no level is returned")
+
 # %% ../nbs/02c_decomposition.ipynb #60c994cd
 _DIVERGED, _FLAT_STEP = -2, -4
 
