@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from .aum_kernel import (_STOP_FIRST_MIN, _STOP_MAX_AUC, _STOP_ROWS, _U, _above, _first_tied_min,
-                               _line_search_kernel, _merged_sorted_lines, _sort_lines, _trapezoid_term)
+from .aum_kernel import (_STOP_FIRST_MIN, _STOP_MAX_AUC, _STOP_ROWS, _above, _aum_kernel, _first_tied_min,
+                               _line_search_kernel, _merged_sorted_lines, _one_breakpoint_each, _sort_lines)
 from .core import (_asarray, as_float_array, as_real_array, check_choice, check_flag, check_integer,
                          check_same_length, check_seed)
 
@@ -120,54 +119,6 @@ def error_function_breakpoints(example, value, fp, fn) -> tuple:
     return v, np.diff(fp), np.diff(fn), np.full(v.shape[0], _check_int(example, 'example', 0), np.int64)
 
 # %% ../nbs/07_aum.ipynb #86edb789
-@njit(cache=True)
-def _aum_kernel(thr, fp, fn):
-    """AUM, AUC, the left/right AUM derivatives per breakpoint and bounds on the rounding errors of the AUM and
-    the AUC, for breakpoints sorted by threshold `thr`. Equal thresholds form one group: one ROC point, and directional
-    derivatives that move one breakpoint out of it. FN is summed from the top, FP from the bottom, so each is
-    exactly 0 where no jump remains (a perfect ranking has AUM exactly 0)."""
-    B = thr.shape[0]
-    FN, FNe = np.empty(B + 1), np.empty(B + 1)          # FN above position b, and its rounding bound
-    FN[B], FNe[B] = 0.0, 0.0
-    for b in range(B - 1, -1, -1):
-        FN[b] = FN[b + 1] - fn[b]
-        FNe[b] = FNe[b + 1] + _U * abs(FN[b])
-    fn_total = FN[0]
-    left, right = np.empty(B), np.empty(B)
-    fp_lo, fpe = 0.0, 0.0
-    aum, auc, err, auc_err, i = 0.0, 0.0, 0.0, 0.0, 0
-    while i < B:
-        t = thr[i]
-        j, fp_hi, fpe_hi = i, fp_lo, fpe
-        while j < B and thr[j] == t:
-            fp_hi += fp[j]
-            fpe_hi += _U * abs(fp_hi)
-            err += _U * abs(t) * (abs(fp[j]) + abs(fn[j]))      # the rounding of the threshold itself
-            j += 1
-        fn_lo, fn_hi = FN[i], FN[j]
-        if i > 0:
-            gap, m = t - thr[i - 1], min(fp_lo, fn_lo)
-            aum += gap * m
-            err += gap * (max(fpe, FNe[i]) + 2 * _U * abs(m)) + _U * abs(aum)
-        t, t_err = _trapezoid_term(fp_hi - fp_lo, fpe + fpe_hi, fn_total - fn_hi, fn_total - fn_lo,
-                                   2.0 * FNe[0] + FNe[i] + FNe[j])
-        auc += t
-        auc_err += t_err + _U * abs(auc)
-        m_lo, m_hi = min(fp_lo, fn_lo), min(fp_hi, fn_hi)
-        for b in range(i, j):
-            # a larger prediction moves the threshold below its group, a smaller one above it
-            right[b] = min(fp_lo + fp[b], fn_lo + fn[b]) - m_lo
-            left[b] = m_hi - min(fp_hi - fp[b], fn_hi - fn[b])
-        fp_lo, fpe, i = fp_hi, fpe_hi, j
-    return aum, auc, left, right, err, auc_err
-
-@njit(cache=True)
-def _one_breakpoint_each(ex):
-    "Is `ex` = 0, 1, ..., len(ex) − 1?"
-    for i in range(ex.shape[0]):
-        if ex[i] != i: return False
-    return True
-
 def _check_breakpoints(bp):
     "`bp` if it is a consistent Breakpoints (also when built by hand), else an error naming `breakpoints`."
     if not isinstance(bp, Breakpoints):

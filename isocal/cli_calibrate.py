@@ -153,7 +153,7 @@ def _venn_abers_block(model, scores: np.ndarray) -> list[_EncodedColumn]:
     code a row in the rows' order. A model fitted here and the same model saved and loaded again (`--save-model`,
     `--model`) give the same numbers, bit for bit.
     """
-    from isocal.pava import _radix_sort
+    from isocal.core import _radix_sort
     from isocal.venn_abers import VennAbers, _merge
 
     s, order = scores.copy(), np.arange(len(scores), dtype=np.uint32)  # isocal's radix sort, carrying the rows'

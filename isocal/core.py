@@ -316,3 +316,61 @@ def _grown(a, used):
     b = np.empty(2 * a.shape[0] + 8, a.dtype)
     for i in range(used): b[i] = a[i]
     return b
+
+# %% ../nbs/00_core.ipynb #3ee584f1
+_SIGN_BIT = np.uint64(1) << np.uint64(63)
+_DIGIT_BITS, _DIGITS = 11, 6                      # 6 x 11 bits cover the 64-bit keys
+_DIGIT_MASK = np.uint64((1 << _DIGIT_BITS) - 1)
+
+@njit(cache=True, inline='always')
+def _to_sortable(keys):
+    "Map float64 bit patterns (viewed as uint64) in place to integers whose unsigned order is the numeric order."
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        keys[i] = ~k if k & _SIGN_BIT else k | _SIGN_BIT
+
+@njit(cache=True, inline='always')
+def _from_sortable(keys):
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        keys[i] = k & ~_SIGN_BIT if k & _SIGN_BIT else ~k
+
+@njit(cache=True)
+def _radix_sort_keys(keys, other, counts, idx, idx_scratch):
+    """LSD radix sort in place of the float64 bit patterns `keys` (uint64, at least 2); `other` is scratch of the same
+    length, `counts` zeros with one row per digit. `idx` (None, or with `idx_scratch` of the same length) is permuted
+    along with the keys."""
+    n = keys.shape[0]
+    _to_sortable(keys)
+    for i in range(n):
+        for d in range(_DIGITS):
+            counts[d, (keys[i] >> np.uint64(_DIGIT_BITS * d)) & _DIGIT_MASK] += 1
+    src, dst, in_scratch = keys, other, False
+    isrc, idst = idx, idx_scratch
+    for d in range(_DIGITS):
+        shift, c = np.uint64(_DIGIT_BITS * d), counts[d]
+        if c[(src[0] >> shift) & _DIGIT_MASK] == n: continue    # all keys share this digit
+        total = 0
+        for b in range(c.shape[0]):
+            c[b], total = total, total + c[b]
+        for i in range(n):
+            b = (src[i] >> shift) & _DIGIT_MASK
+            dst[c[b]] = src[i]
+            if idx is not None: idst[c[b]] = isrc[i]
+            c[b] += 1
+        src, dst, in_scratch = dst, src, not in_scratch
+        if idx is not None: isrc, idst = idst, isrc
+    if in_scratch:
+        for i in range(n): keys[i] = other[i]          # element loops, not slice copies (see isocal.core)
+        if idx is not None:
+            for i in range(n): idx[i] = idx_scratch[i]
+    _from_sortable(keys)
+
+def _radix_sort(a, scratch, idx=None, idx_scratch=None):
+    """Sort the float64 array `a` (contiguous) in place by LSD radix sort; `scratch` holds at least len(a) float64.
+    With `idx` (and `idx_scratch` of the same size), `idx` is permuted along with `a`. NumPy makes the uint64 views
+    and the digit counts, so the kernel compiles the sort alone."""
+    n = a.shape[0]
+    if n < 2: return
+    counts = np.zeros((_DIGITS, 1 << _DIGIT_BITS), np.int64)
+    _radix_sort_keys(a.view(np.uint64), scratch[:n].view(np.uint64), counts, idx, idx_scratch)

@@ -9,7 +9,8 @@ import numpy as np
 from numba import njit
 
 from .core import _add_partial, _dd_add, _partials_sign
-from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL, _deriv12, _far_sign,
+from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL, _SQUARED_QUARTIC,
+                          _deriv12, _far_sign,
                           _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
 
 # %% auto #0
@@ -67,13 +68,46 @@ def _moments(code, params, y, w, s, e, z):
             wi = 1.0 if unit else w[i]
             D += wi * (m if r > 0.0 else -m)
             H += wi * (0.5 / max(m, 1e-150))
-    elif code == _LOGCOSH:
+    elif code == _LOGCOSH:                     # tanh from one exp, as `_d12`: t = (1 - e)/(1 + e), e = e^(-2|r|)
         for i in range(s, e):
-            t = np.tanh(z - y[i])
+            r = z - y[i]
+            ex = np.exp(-2.0 * abs(r))
+            q = 1.0 / (1.0 + ex)
             wi = 1.0 if unit else w[i]
-            D += wi * t
-            H += wi * (1.0 - t * t)
-    else:
+            D += wi * np.copysign((1.0 - ex) * q, r)
+            H += wi * (4.0 * ex * q * q)
+    elif code == _LP and params[0] == 3.0:
+        for i in range(s, e):
+            r = z - y[i]
+            wi = 1.0 if unit else w[i]
+            D += wi * (r * abs(r))
+            H += wi * (2.0 * abs(r))
+    elif code == _LP:                            # other powers: one power per sample
+        p = params[0]
+        for i in range(s, e):
+            r = z - y[i]
+            a = abs(r)
+            m = a ** (p - 1.0)
+            wi = 1.0 if unit else w[i]
+            D += wi * (m if r > 0.0 else -m)
+            H += wi * ((p - 1.0) * (m / max(a, 1e-300)))
+    elif code == _EXPECTILE:
+        tau = params[0]
+        for i in range(s, e):
+            r = z - y[i]
+            c = 1.0 - tau if r > 0.0 else tau
+            wi = 1.0 if unit else w[i]
+            D += wi * (c * r)
+            H += wi * c
+    elif code == _SQUARED_QUARTIC:
+        a4 = params[0]
+        for i in range(s, e):
+            r = z - y[i]
+            r2 = r * r
+            wi = 1.0 if unit else w[i]
+            D += wi * (r + a4 * r2 * r)
+            H += wi * (1.0 + 3.0 * a4 * r2)
+    else:                                        # custom and closed-form losses: the called switch
         for i in range(s, e):
             t, h = _deriv12(code, params, z, y[i])
             wi = 1.0 if unit else w[i]
@@ -99,7 +133,7 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
     sBh = -np.inf
     sBl = sRh = sRl = 0.0              # at the runner-up
     if not start_ok: bBh = -np.inf
-    H = Babs = Rabs = 0.0
+    H = Babs = Rabs = lows = 0.0      # lows: Σ|low parts| after each addition, each rounded once (the drift)
     exact_B = True                     # no rounding in the limits' sums (integral weights: always)
     kb, Hb = s, 0.0
     zero = tie = start_ok              # every term since the best cut is exactly 0 (so P_k == P_kb exactly)
@@ -115,9 +149,11 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
             Babs += abs(big)
             Rh, Rl = _dd_add(Rh, Rl, rest)
             Rabs += abs(rest)
+            lows += abs(r + err) + abs(Bl)
         else:
             Rh, Rl = _dd_add(Rh, Rl, big)
             Rabs += abs(big)
+        lows += abs(Rl)
         H += h
         if big != 0.0 or (code == _LP and z != y[i]): zero = False     # (Lp's |r|^(p-1) may underflow to 0)
         k = i + 1
@@ -132,12 +168,12 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
                 bBh, bBl, bRh, bRl, kb, Hb = Bh, Bl, Rh, Rl, k, H
                 zero = tie = False
             elif ((Bh - sBh) + (Bl - sBl)) + ((Rh - sRh) + (Rl - sRl)) > 0.0: sBh, sBl, sRh, sRl = Bh, Bl, Rh, Rl
-    drift = 4.0 * ((e - s + 2.0) * _EPS) ** 2 * (Rabs + (0.0 if exact_B else Babs))
+    drift = min(4.0 * ((e - s + 2.0) * _EPS) ** 2 * (Rabs + (0.0 if exact_B else Babs)), 4.0 * _EPS * lows)
     Th, Tl = _dd_sum(Bh, Bl, Rh, Rl)
     if whole:
         T = Th + Tl
-        return ((e if T >= 0.0 else s), (Th, Tl), (-np.inf, 0.0), (Th, Tl), H, H, Babs + Rabs, abs(T),
-                4.0 * _EPS * (abs(Bh + Bl) + abs(Rh + Rl)) + drift, -np.inf, False)
+        return ((e if T >= 0.0 else s), (Th, Tl), (-np.inf, 0.0), (Th, Tl), H, H, Babs + Rabs, abs(T),   # (the high
+                4.0 * _EPS * (abs(T) + abs(Tl) + abs(Bl) + abs(Rl)) + drift, -np.inf, False)   # parts add exactly)
     best = _dd_sum(bBh, bBl, bRh, bRl) if bBh > -np.inf else (-np.inf, 0.0)
     if sBh == -np.inf:
         return kb, best, (-np.inf, 0.0), (Th, Tl), H, Hb, Babs + Rabs, np.inf, 0.0, imax, tie and kb > s
@@ -182,8 +218,9 @@ def _range_sign(code, params, y, w, a, b, z, exact_sum, scale, hires, stats):
 @njit(cache=True)
 def _exact_scan(code, params, y, w, cut, s, e, z, hires, stats):
     """`_scan`'s decision with every comparison P_k − P_kb decided exactly: the terms since the best prefix held in
-    Shewchuk's partials (`_range_sign` on an exact 0). Returns (status, kb, P_kb, tie): status 0, or the status of
-    `_range_sign` that stopped it; tie: P_kb == P_s exactly."""
+    Shewchuk's partials (`_range_sign` on an exact 0). Returns (status, kb, P_kb, tie, P_e): status 0, or the status
+    of `_range_sign` that stopped it; tie: P_kb == P_s exactly; P_e the segment's exact sum, rounded (Newton's next
+    step reads it: the double-double's sum is too noisy there, which is why this pass was needed)."""
     allcut = cut.shape[0] == 0
     run, tot = np.empty(128), np.empty(128)
     nr = nt = 0
@@ -199,12 +236,12 @@ def _exact_scan(code, params, y, w, cut, s, e, z, hires, stats):
         k = i + 1
         if allcut or cut[k]:
             sg = _range_sign(code, params, y, w, kb, k, z, _partials_value(run, nr), scale, hires, stats)
-            if sg == _NEED_HIRES or sg == _FLAT: return sg, kb, 0.0, False
+            if sg == _NEED_HIRES or sg == _FLAT: return sg, kb, 0.0, False, 0.0
             if sg >= 0:
                 if sg > 0: tie = False
                 kb, nr, scale = k, 0, 0.0
                 pb = _partials_value(tot, nt)
-    return 0, kb, pb, tie and kb > s
+    return 0, kb, pb, tie and kb > s, _partials_value(tot, nt)
 
 # %% ../nbs/02c_decomposition.ipynb #e1869a38
 _LEAF, _CHEAP_PASS, _FULL_PASS = 0, 1, 2
@@ -232,7 +269,14 @@ def _next_pass(row, m, tol):
     if row[_NCHEAP] > 0.0: return _CHEAP_PASS, _probe(row[_CLO], row[_CHI], row[_TH], row[_D], row[_H], 0)
     force, mode = row[_FORCE], int(row[_MODE])
     if force == force: z = force
-    elif hi - lo <= 64.0 * np.spacing(max(abs(lo), abs(hi))): z = 0.5 * lo + 0.5 * hi      # ulps apart
+    elif hi - lo <= 64.0 * np.spacing(max(abs(lo), abs(hi))):      # ulps apart: regula falsi on the bracket's
+        dlo, dhi = row[_DLO], row[_DHI]                            # sums, the stale end's sum halved per pass
+        if mode <= 6 and -np.inf < dlo < 0.0 < dhi < np.inf:       # on the same side (Illinois); else bisect
+            if row[_RUN] > 0.0: dlo *= 0.5 ** mode
+            else: dhi *= 0.5 ** mode
+            z = lo + (hi - lo) * (dlo / (dlo - dhi))
+            if not lo < z < hi: z = np.nextafter(hi, lo) if z >= hi else np.nextafter(lo, hi)
+        else: z = 0.5 * lo + 0.5 * hi
     else: z = _probe(lo, hi, row[_TH], row[_D], row[_H], mode)
     if row[_KB] < 0.0:                           # (a pass decided exactly stays at its own z)
         if lo < 0.0 < hi and abs(z) <= 2.0 ** -30 * (hi - lo): z = 0.0          # a root at 0 is often exact
@@ -346,11 +390,12 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol):
 # %% ../nbs/02c_decomposition.ipynb #666c6ae1
 def _exact_ends(kernels, code, params, y, w, s, e, z, hires, stats):
     """`_exact_scan`'s decision where every interior prefix sum is certainly below both ends (one block): the side of z
-    is the exact sign of the segment's sum (`_split_sum`), an exact 0 settled by `_range_sign` (0: its level is z)."""
+    is the exact sign of the segment's sum (`_split_sum`), an exact 0 settled by `_range_sign` (0: its level is z).
+    Returns `_exact_scan`'s five values."""
     T = kernels._split_sum(code, params, y, w, s, e, z)
     sg = kernels._range_sign(code, params, y, w, s, e, z, T, float(np.max(np.abs(y[s:e]))), hires, stats)
-    if sg == _NEED_HIRES or sg == _FLAT: return sg, s, 0.0, False
-    return 0, (e if sg >= 0 else s), (T if sg >= 0 else 0.0), sg == 0
+    if sg == _NEED_HIRES or sg == _FLAT: return sg, s, 0.0, False, 0.0
+    return 0, (e if sg >= 0 else s), (T if sg >= 0 else 0.0), sg == 0, T
 
 # %% ../nbs/02c_decomposition.ipynb #53c1fce7
 def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=None):
@@ -376,12 +421,12 @@ def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=Non
             s, e, z = int(row[_S]), int(row[_E]), row[_FORCE]
             for _ in range(2):                   # (a second time with the high-resolution sums, if they are needed)
                 if row[_IMAX] < min(0.0, row[_T]) - 4.0 * _EPS * row[_A]:
-                    st, kb, Pb, tie = _exact_ends(kernels, code, params, y, w, s, e, z, hires, stats)
-                else: st, kb, Pb, tie = kernels._exact_scan(code, params, y, w, cut, s, e, z, hires, stats)
+                    st, kb, Pb, tie, T = _exact_ends(kernels, code, params, y, w, s, e, z, hires, stats)
+                else: st, kb, Pb, tie, T = kernels._exact_scan(code, params, y, w, cut, s, e, z, hires, stats)
                 if st != _NEED_HIRES: break
                 hires = True
             if st < 0: return st, stats
-            row[_KB], row[_PB], row[_TIE] = kb, Pb, 1.0 if tie else 0.0
+            row[_KB], row[_PB], row[_TIE], row[_T] = kb, Pb, 1.0 if tie else 0.0, T    # (T: the exact sum, for Newton)
         elif status == _FULL: stack = np.concatenate([stack, np.empty_like(stack)])
         else: return status, stats
 

@@ -14,7 +14,8 @@ from numba import njit, prange
 
 from .core import (_two_sum, as_float_array, as_real_array, check_choice, check_integer, check_same_length,
                          check_weights)
-from .pava import _radix_sort, _is_sorted
+from .core import _radix_sort
+from .pava import _is_sorted
 
 # %% auto #0
 __all__ = ['MAX_CLASSES', 'TIE_ULPS', 'PIO_MIN_WORK', 'BLOCKS_PER_THREAD', 'loss_matrix', 'theorem2_holds', 'ThresholdProblem',

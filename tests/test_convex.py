@@ -635,7 +635,7 @@ def test_close_calls_go_to_the_exact_comparisons():
     status, top = dc._decompose(loss.code, loss.params, y, w, y, cut, x, stack, 1, stats, 0.0)
     assert status == dc._NEED_EXACT and top == 1 and stack[0, dc._FORCE] == 0.0
     assert dc._exact_scan(loss.code, loss.params, y, w, cut, 0, n, 0.0, None, stats)[0] == dc._NEED_HIRES
-    status, kb, Pb, tie = dc._exact_scan(loss.code, loss.params, y, w, cut, 0, n, 0.0, True, stats)
+    status, kb, Pb, tie, _ = dc._exact_scan(loss.code, loss.params, y, w, cut, 0, n, 0.0, True, stats)
     assert (status, kb, tie) == (0, n, False)           # the pair ties at 0: the largest maximising cut is n
     assert isotonic_convex(loss, y).x.tolist() == [-3., -1., 0., 0.]
 
@@ -919,3 +919,14 @@ def test_newton_across_a_steep_root_stays_bounded():
         if seed < 6: assert_fit_certified('Lp(p=1.5)', r.x, y, w)
         worst = max(worst, r.n_evals / 200)
     assert worst < 100, worst
+
+
+def test_one_growing_block_settles_in_a_few_passes():
+    """Strictly decreasing targets make the increasing fit one block. Once its bounds are a few ulps apart the next
+    threshold is the regula falsi point of the two bracketing sums (Illinois rule), not a bisection: Expectile(0.8)
+    took 13 evaluations per sample at n = 1e6 with bisection, 7 now; the others 3-5. Deterministic counts."""
+    n = 20_000
+    y = -np.arange(n) / n + np.random.default_rng(1).uniform(0, 0.25 / n, n)
+    for loss in (PseudoHuber(1.0), 'logcosh', Lp(1.5), Lp(3.0), Expectile(0.8), Expectile(0.1), SquaredQuartic(1.0)):
+        r = isotonic_convex(loss, y)
+        assert len(r.blocks) == 2 and r.n_evals / n <= 8, (loss, r.n_evals / n)

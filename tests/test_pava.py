@@ -720,7 +720,7 @@ SPECIAL = [0.0, -0.0, np.inf, -np.inf, 5e-324, -5e-324, 2.2250738585072014e-308,
 
 @given(st.lists(st.one_of(st.floats(allow_nan=False), st.sampled_from(SPECIAL)), max_size=300))
 def test_radix_sort_equals_numpy_sort(values):
-    from isocal.pava import _radix_sort
+    from isocal.core import _radix_sort
     a = np.array(values, dtype=float)
     expected = np.sort(a)
     _radix_sort(a, np.empty(len(a)))
