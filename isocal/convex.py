@@ -334,7 +334,8 @@ def _convex_fit_sorted(loss, values, weights=None, sign=1.0, *, y_is_sum=False, 
 
     `weights`: None or non-negative. `sign`: +1 increasing, -1 decreasing. `groups`: None or start indices of forced
     initial groups (e.g. tied x) followed by n. `y_is_sum`: `values` are per-group sums w*y (weighted-mean losses only,
-    as `_pava_kernel`). `tol`: 0 for full double precision, else the bracket width at which a level is accepted."""
+    as `_pava_kernel`). `tol`: 0 for certified levels (see `isotonic_convex`), else the bracket width at which a
+    level is accepted."""
     loss = get_loss(loss)
     y = np.ascontiguousarray(values, dtype=np.float64)
     n = y.shape[0]
@@ -383,8 +384,8 @@ def _check_tol(tol):
     return None if tol is None else _finite_real(tol)
 
 def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol=None) -> IsotonicResult:
-    """Isotonic regression of x-ordered `targets` under a strictly convex `loss`, by pooling adjacent violators
-    with exact (full double precision) block minimisers.
+    """Isotonic regression of x-ordered `targets` under a strictly convex `loss`, by threshold decomposition (a
+    bounded number of passes over the data), every level certified.
 
     Parameters
     ----------
@@ -400,12 +401,15 @@ def isotonic_convex(loss, targets, weights=None, *, increasing: bool = True, tol
     increasing : bool
         False fits a non-increasing sequence.
     tol : float, optional
-        None (default) certifies every block minimiser to full double precision (the exact minimiser rounded to
-        one of its neighbouring doubles, or a double where the summed derivative is exactly 0 and changes sign
-        within a few ulps either side), and raises a ValueError rather than return a level it cannot certify
-        (also where a saturating loss's summed derivative is exactly 0 on a whole interval); a positive `tol` accepts a level once its
-        bracket is at most `tol` wide (the block structure is exact either way). Ignored by the weighted-mean
-        losses, whose levels are exact sums.
+        None (default) certifies every level: its bracket has shrunk to adjacent doubles with summed derivatives
+        of opposite signs (or the sum is exactly 0 at a double and changes sign within a few ulps), the terms
+        evaluated in double precision and summed exactly wherever rounding could decide a sign. The level is
+        then within the forward error bound of the exact block minimiser: usually a neighbouring double, a few
+        ulps further where the terms cancel heavily, and to the resolution of the residuals z - y (an ulp of the
+        targets) where the targets dwarf the level. A level that cannot be certified raises a ValueError (also
+        where a saturating loss's summed derivative is exactly 0 on a whole interval). A positive `tol` accepts a
+        level once its bracket is at most `tol` wide (the block structure is exact either way). Ignored by the
+        weighted-mean losses, whose levels are exact sums.
 
     Returns
     -------
