@@ -37,7 +37,7 @@ Sections (a markdown table each):
             before the first import; peak RSS by GNU time). anytime_isotonic's first call is timed after, apart; the
             whole process's wall time (interpreter start-up and that call included) is printed too.
 
-Targets (issue 28): convex fits <= 20x SciPy at n = 1e6 and 1e7; slope of time against n <= 1.15 on every input
+Targets (issue 28): convex fits <= 20x SciPy at n = 1e6 and 1e7; slope of time against n <= 1.1 on every input
 (n log n over 1e5..1e7 has slope ~1.07); Quantile with real weights <= 3x the stable argsort (slope <= 1.15);
 anytime evaluations per sample constant in n; traced peak <= 4 arrays of n; first call (cold cache) <= 3 s above
 the numba baseline.
@@ -74,7 +74,8 @@ SEED = 0
 
 TARGET_RATIO = 20.0         # isotonic_convex / SciPy, at n >= RATIO_FROM
 RATIO_FROM = 1_000_000
-TARGET_SLOPE = 1.15
+TARGET_SLOPE = 1.1              # convex fits (issue 28, item 1)
+TARGET_QUANTILE_SLOPE = 1.15    # the quantile fit with real weights (item 3)
 TARGET_QUANTILE = 3.0       # Quantile(0.3) with real weights / stable argsort
 TARGET_ARRAYS = 4.0
 TARGET_COMPILE = 3.0        # seconds above the numba baseline
@@ -293,11 +294,12 @@ def section_quantile(sizes, repeat, out):
             ts = [next((r['seconds'] for r in records if r['input'] == kind and r['weights'] == wname
                         and r['n'] == n and 'seconds' in r), None) for n in sizes]
             s, s_sort = slope(sizes, ts), slope(sizes, ts_sort)
-            ok = None if s is None else s <= TARGET_SLOPE
-            slopes.append(dict(input=kind, weights=wname, slope=s, argsort_slope=s_sort, target=TARGET_SLOPE, ok=ok))
+            ok = None if s is None else s <= TARGET_QUANTILE_SLOPE
+            slopes.append(dict(input=kind, weights=wname, slope=s, argsort_slope=s_sort, target=TARGET_QUANTILE_SLOPE,
+                               ok=ok))
             srows.append([kind, wname, fmt_s(s), fmt_s(s_sort), verdict(ok)])
     out['quantile_slopes'] = slopes
-    print(f'\n### Quantile: log-log slope of time against n (target <= {TARGET_SLOPE})\n')
+    print(f'\n### Quantile: log-log slope of time against n (target <= {TARGET_QUANTILE_SLOPE})\n')
     print(table(['input', 'weights', 'slope', 'argsort slope', 'verdict'], srows))
 
 
@@ -520,6 +522,7 @@ def main(argv=None):
     t_start = time.perf_counter()
     out = dict(environment=environment(), sizes=sizes, repeat=a.repeat,
                targets=dict(ratio=TARGET_RATIO, ratio_from_n=RATIO_FROM, slope=TARGET_SLOPE,
+                            quantile_slope=TARGET_QUANTILE_SLOPE,
                             quantile_ratio=TARGET_QUANTILE, arrays=TARGET_ARRAYS, compile_seconds=TARGET_COMPILE))
     env = out['environment']
     print(f"## isocal.convex vs SciPy (issue 28): n = {', '.join(map(fmt_n, sizes))}; commit {env['commit'][:10]}"
