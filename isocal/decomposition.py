@@ -68,7 +68,8 @@ def _moments(code, params, y, w, s, e, z):
             wi = 1.0 if unit else w[i]
             D += wi * (m if r > 0.0 else -m)
             H += wi * (0.5 / max(m, 1e-150))
-    elif code == _LOGCOSH:                     # tanh from one exp, as `_d12`: t = (1 - e)/(1 + e), e = e^(-2|r|)
+    elif code == _LOGCOSH:                     # tanh from one exp, t = (1 - e)/(1 + e) with e = e^(-2|r|), for every r:
+        # (`_d12` takes expm1 below |r| = 1/2, where 1 - e cancels; here that blurs a Newton step and decides nothing)
         for i in range(s, e):
             r = z - y[i]
             ex = np.exp(-2.0 * abs(r))
