@@ -17,7 +17,7 @@ Inputs (fixed seeds; the same arrays for every loss, for SciPy and for the sort)
   ties        y = integers(0, 5, n) as float with weights 10**U(-6, 6) (heavy ties, weights over 12 decades).
 
 Sections (a markdown table each):
-  fits      isotonic_convex(loss, y, w) for PseudoHuber(1), 'logcosh', Lp(1.5), Lp(3), Expectile(0.8),
+  fits      isotonic_convex(loss, y, w) for PseudoHuber(1), 'logcosh', Lp(1.5), Lp(3), Expectile(0.9),
             SquaredQuartic(1) on every input, against scipy.optimize.isotonic_regression(y, weights=w) on the same
             y: time, ratio, derivative evaluations per sample (n_evals / n), blocks; then the log-log slope of time
             against n (np.polyfit on log n, log t) per (loss, input), with SciPy's and n log n's for reference.
@@ -86,7 +86,7 @@ def losses():
     "(label, loss) for the fits section."
     from isocal.convex import Expectile, Lp, PseudoHuber, SquaredQuartic
     return [('PseudoHuber(1)', PseudoHuber(1.0)), ('logcosh', 'logcosh'), ('Lp(1.5)', Lp(1.5)), ('Lp(3)', Lp(3.0)),
-            ('Expectile(0.8)', Expectile(0.8)), ('SquaredQuartic(1)', SquaredQuartic(1.0))]
+            ('Expectile(0.9)', Expectile(0.9)), ('SquaredQuartic(1)', SquaredQuartic(1.0))]
 
 
 def make_input(kind, n):
@@ -397,7 +397,7 @@ def step(name, f):
 step('PseudoHuber(1.0)', lambda: isotonic_convex(PseudoHuber(1.0), [3., 1., 2.]))
 step('logcosh', lambda: isotonic_convex('logcosh', [3., 1., 2.]))
 step('Lp(1.5)', lambda: isotonic_convex(Lp(1.5), [3., 1., 2.]))
-step('Expectile(0.8)', lambda: isotonic_convex(Expectile(0.8), [3., 1., 2.]))
+step('Expectile(0.9)', lambda: isotonic_convex(Expectile(0.9), [3., 1., 2.]))
 step('SquaredQuartic(1.0)', lambda: isotonic_convex(SquaredQuartic(1.0), [3., 1., 2.]))
 step('Quantile(0.3)', lambda: isotonic_convex(Quantile(0.3), [3., 1., 2.]))
 step('squared', lambda: isotonic_convex('squared', [3., 1., 2.]))

@@ -9,8 +9,8 @@ import numpy as np
 from numba import njit
 
 from .core import _add_partial, _dd_add, _partials_sign
-from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL, _SQUARED_QUARTIC,
-                          _deriv12, _far_sign,
+from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL,
+                          _SQUARED_QUARTIC, _add_term, _dd_sum, _deriv12, _far_sign, _frozen_pass, _whole_result,
                           _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
 
 # %% auto #0
@@ -19,10 +19,11 @@ __all__ = []
 # %% ../nbs/02c_decomposition.ipynb #2735cf1c
 _DONE, _NEED_EXACT, _NONCONVEX, _FLAT, _NEED_HIRES, _FULL, _NONFINITE = 0, -1, -2, -4, -5, -6, -7
 (_S, _E, _LO, _HI, _TH, _D, _H, _DLO, _DHI, _MODE, _RUN, _FORCE, _SINGLE, _CLO, _CHI, _NCHEAP,
- _KB, _PB, _T, _HT, _HB, _A, _IMAX, _TIE) = range(24)       # (from _KB: a pass's result, set by an exact decision)
-_NCOL = 24
+ _KB, _PB, _T, _HT, _HB, _A, _IMAX, _TIE, _DYAD) = range(25)  # (_KB.._TIE: a pass's result, set by an exact decision)
+_NCOL = 25
 _CHEAP = 2          # Newton steps on a new segment's pooled derivative before its first full pass
 _MORE_CHEAP = 6     # further such steps once a full pass found no split
+_FREEZE = True      # frozen sums for one block's narrow brackets (`_frozen_pass`; tests turn them off)
 
 @njit(cache=True, inline='always')
 def _adjacent(lo, hi):
@@ -44,6 +45,16 @@ def _probe(lo, hi, th, D, H, mode):
         if z == th: z = np.nextafter(th, -np.inf if D > 0.0 else np.inf)
         if lo < z < hi: return z
     return _split(lo, hi)
+
+@njit(cache=True, inline='always')
+def _coarsest(lo, hi):
+    """The double with the fewest significant bits in the middle half of (lo, hi): a multiple of the largest power
+    of two that fits there (exact: ceil(a/m) m, m a power of two), or the bisection point if there is none."""
+    a, b = lo + 0.25 * (hi - lo), hi - 0.25 * (hi - lo)
+    if not (b > a and np.isfinite(b - a)): return _split(lo, hi)
+    m = 2.0 ** np.floor(np.log2(b - a))
+    z = np.ceil(a / m) * m
+    return z if lo < z < hi else _split(lo, hi)
 
 # %% ../nbs/02c_decomposition.ipynb #324775bb
 @njit(cache=True, fastmath={'reassoc', 'contract'})
@@ -141,20 +152,8 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
     imax = -np.inf
     for i in range(s, e):
         big, err, rest, h, inexact = _term(code, params, z, y[i], _wt(w, i))
-        if inexact != abs(big):                           # a split term (its remainder may have underflowed)
-            t = Bh + big                                  # TwoSum: is the limits' sum still exact?
-            v = t - Bh
-            r = (Bh - (t - v)) + (big - v)
-            if r != 0.0 or err != 0.0: exact_B = False
-            Bh, Bl = t, Bl + (r + err)
-            Babs += abs(big)
-            Rh, Rl = _dd_add(Rh, Rl, rest)
-            Rabs += abs(rest)
-            lows += abs(r + err) + abs(Bl)
-        else:
-            Rh, Rl = _dd_add(Rh, Rl, big)
-            Rabs += abs(big)
-        lows += abs(Rl)
+        Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B = _add_term(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, big, err,
+                                                              rest, inexact)
         H += h
         if big != 0.0 or (code == _LP and z != y[i]): zero = False     # (Lp's |r|^(p-1) may underflow to 0)
         k = i + 1
@@ -169,24 +168,15 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
                 bBh, bBl, bRh, bRl, kb, Hb = Bh, Bl, Rh, Rl, k, H
                 zero = tie = False
             elif ((Bh - sBh) + (Bl - sBl)) + ((Rh - sRh) + (Rl - sRl)) > 0.0: sBh, sBl, sRh, sRl = Bh, Bl, Rh, Rl
+    if whole: return _whole_result(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, H, e - s, s, e)
     drift = min(4.0 * ((e - s + 2.0) * _EPS) ** 2 * (Rabs + (0.0 if exact_B else Babs)), 4.0 * _EPS * lows)
     Th, Tl = _dd_sum(Bh, Bl, Rh, Rl)
-    if whole:
-        T = Th + Tl
-        return ((e if T >= 0.0 else s), (Th, Tl), (-np.inf, 0.0), (Th, Tl), H, H, Babs + Rabs, abs(T),   # (the high
-                4.0 * _EPS * (abs(T) + abs(Tl) + abs(Bl) + abs(Rl)) + drift, -np.inf, False)   # parts add exactly)
     best = _dd_sum(bBh, bBl, bRh, bRl) if bBh > -np.inf else (-np.inf, 0.0)
     if sBh == -np.inf:
         return kb, best, (-np.inf, 0.0), (Th, Tl), H, Hb, Babs + Rabs, np.inf, 0.0, imax, tie and kb > s
     mB, mR = (bBh - sBh) + (bBl - sBl), (bRh - sRh) + (bRl - sRl)
     return (kb, best, _dd_sum(sBh, sBl, sRh, sRl), (Th, Tl), H, Hb, Babs + Rabs, mB + mR,
             4.0 * _EPS * (abs(mB) + abs(mR)) + drift, imax, tie and kb > s)
-
-@njit(cache=True, inline='always')
-def _dd_sum(ah, al, bh, bl):
-    "(ah + al) + (bh + bl) as a double-double."
-    s, e = _dd_add(ah, 0.0, bh)
-    return _dd_add(s, e + (al + bl), 0.0)
 
 # %% ../nbs/02c_decomposition.ipynb #c97f1db8
 @njit(cache=True)
@@ -252,7 +242,7 @@ def _start(row, s, e, lo, hi, z, D, H):
     "A new segment: samples s..e-1 with fitted values in (lo, hi], Newton information (D, H) at z, cheap passes next."
     row[_S], row[_E], row[_LO], row[_HI], row[_TH], row[_D], row[_H] = s, e, lo, hi, z, D, H
     row[_DLO], row[_DHI], row[_MODE], row[_RUN], row[_FORCE] = -np.inf, np.inf, 0.0, 0.0, np.nan
-    row[_SINGLE], row[_CLO], row[_CHI], row[_NCHEAP], row[_KB] = 0.0, lo, hi, _CHEAP, -1.0
+    row[_SINGLE], row[_CLO], row[_CHI], row[_NCHEAP], row[_KB], row[_DYAD] = 0.0, lo, hi, _CHEAP, -1.0, 0.0
 
 @njit(cache=True)
 def _next_pass(row, m, tol):
@@ -270,6 +260,8 @@ def _next_pass(row, m, tol):
     if row[_NCHEAP] > 0.0: return _CHEAP_PASS, _probe(row[_CLO], row[_CHI], row[_TH], row[_D], row[_H], 0)
     force, mode = row[_FORCE], int(row[_MODE])
     if force == force: z = force
+    elif row[_DYAD] > 0.0 and row[_DLO] > -np.inf and row[_DHI] < np.inf:      # a staircase, both sides seen:
+        z, row[_DYAD] = _coarsest(lo, hi), 2.0   # its steps are at coarse points (`_frozen_pass`)
     elif hi - lo <= 64.0 * np.spacing(max(abs(lo), abs(hi))):      # ulps apart: regula falsi on the bracket's
         dlo, dhi = row[_DLO], row[_DHI]                            # sums, the stale end's sum halved per pass
         if mode <= 6 and -np.inf < dlo < 0.0 < dhi < np.inf:       # on the same side (Illinois); else bisect
@@ -316,7 +308,8 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
     part stays in `row`) or 2 (samples s..kb-1 sum to exactly 0 at z: they end at level z, and `row` keeps
     kb..e-1; the caller writes the level into x[s:kb] before calling, since `row[_S]` moves)."""
     s, e = int(row[_S]), int(row[_E])
-    row[_FORCE], row[_KB] = np.nan, -1.0
+    row[_FORCE], row[_KB], dyad = np.nan, -1.0, row[_DYAD]
+    if dyad > 1.0: row[_DYAD] = 1.0
     if tie:
         _start(row, kb, e, z, row[_HI], z, T - Pb, Ht - Hb)
         row[_DLO] = T - Pb
@@ -324,17 +317,21 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
     if kb == e or kb == s:                       # no split: the interval shrinks to one side of z
         side = 1.0 if kb == e else -1.0
         width = row[_HI] - row[_LO]
-        if kb == e:
-            row[_HI], row[_DHI] = z, T
+        if kb == e:                              # (zo, To: the pass that set this end before)
+            zo, To, row[_HI], row[_DHI] = row[_HI], row[_DHI], z, T
             if imax + 4.0 * _EPS * A < 0.0: row[_SINGLE] = 1.0     # every interior prefix sum below: one block
-        else: row[_LO], row[_DLO] = z, T
+        else: zo, To, row[_LO], row[_DLO] = row[_LO], row[_DLO], z, T
+        slope = (To - T) / (zo - z)
         far = 0.0 < Ht and abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # root still far: cheap Newton
-        row[_TH], row[_D], row[_H] = z, T, Ht
+        row[_TH], row[_D] = z, T                 # Newton's slope: the curvature, or where two passes on this side
+        row[_H] = slope if 0.0 < slope < 0.5 * Ht else Ht   # saw the sum change far less (a staircase), that
         row[_MODE] = row[_MODE] + 1.0 if side == row[_RUN] and not far else 0.0
         if side != row[_RUN] and row[_RUN] != 0.0 and row[_HI] - row[_LO] > 0.5 * width:
             row[_MODE] = 13.0                    # Newton across a steep root without halving: bisect next
         row[_RUN] = side
         if far and row[_NCHEAP] == 0.0: row[_NCHEAP], row[_CLO], row[_CHI] = _MORE_CHEAP, row[_LO], row[_HI]
+        f = np.nextafter(z, row[_LO] if kb == e else row[_HI])
+        if dyad > 1.0 and row[_LO] < f < row[_HI]: row[_FORCE] = f       # a step at a coarse point: its neighbour
         return 0
     _start(left, s, kb, row[_LO], z, z, Pb, Hb)  # split: the left part next, the right part waits
     left[_DHI] = Pb
@@ -343,15 +340,16 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
     return 1
 
 @njit(cache=True)
-def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol):
+def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol, idx, acc):
     """Threshold decomposition of the segments on `stack[:top]`, depth first (levels written into x, derivative
     evaluations counted in stats[0]); the segment in hand is always `stack[top - 1]`. A segment is samples s..e-1
     whose fitted values all lie in (lo, hi]; a pass at a threshold z in between (`_scan`) puts the largest allowed
     cut k maximising the prefix sums of w l'(z; y) between the samples fitted at most z and those fitted above it,
     and either shrinks the segment's interval or splits it in two (`_after_full`); cheap passes (`_moments`) only
     steer Newton (`_after_cheap`), and `_next_pass` says what each segment needs. Once a pass shows a segment is one
-    block (every interior prefix sum negative above its level), later passes only sum it. Returns (status, top):
-    `_DONE`, or the reason the kernel stopped with the unfinished segments on the stack: `_NEED_EXACT` (the top
+    block (every interior prefix sum negative above its level), later passes only sum it, and once its bracket is
+    narrow only over the samples whose residuals can still change (`_frozen_pass`; `idx`, `acc`: its list and sums).
+    Returns (status, top): `_DONE`, or the reason the kernel stopped with the unfinished segments on the stack: `_NEED_EXACT` (the top
     segment's pass was within the double-double's rounding: `_exact_scan` must decide it, and its decision is
     written into that row's _KB, _PB and _TIE), `_FULL` (a bigger stack), `_NONCONVEX`, `_NONFINITE`."""
     while top > 0:
@@ -373,10 +371,14 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol):
             kb, Pb, T, Ht, Hb = int(row[_KB]), row[_PB], row[_T], row[_HT], row[_HB]
             A, imax, tie = row[_A], row[_IMAX], row[_TIE] > 0.0
         else:
-            kb, best, _, total, Ht, Hb, A, margin, bound, imax, tie = _scan(code, params, y, w, cut, s, e, z,
-                                                                          row[_SINGLE] > 0.0, e > s)   # (P_s counts)
+            whole = row[_SINGLE] > 0.0           # (one block: a frozen sum where it can)
+            evals, res = _frozen_pass(code, params, y, w, s, e, row[_LO], row[_HI], z if whole else np.nan, idx, acc)
+            if evals < 0: evals, res = e - s, _scan(code, params, y, w, cut, s, e, z, whole, e > s)
+            elif row[_HI] - row[_LO] > 64.0 * np.spacing(max(abs(row[_LO]), abs(row[_HI]))):
+                row[_DYAD] = max(row[_DYAD], 1.0)  # frozen residuals across many ulps of z: a staircase
+            kb, best, _, total, Ht, Hb, A, margin, bound, imax, tie = res              # (P_s counts)
             Pb, T = best[0] + best[1], total[0] + total[1]
-            stats[0] += e - s
+            stats[0] += evals
             if Ht < 0.0: return _NONCONVEX, top
             if not (np.isfinite(T) and np.isfinite(A)):
                 stats[1] = s
@@ -399,6 +401,10 @@ def _exact_ends(kernels, code, params, y, w, s, e, z, hires, stats):
     return 0, (e if sg >= 0 else s), (T if sg >= 0 else 0.0), sg == 0, T
 
 # %% ../nbs/02c_decomposition.ipynb #53c1fce7
+def _frozen_buffers(n):
+    "`_frozen_pass`'s list (up to half the samples; none with `_FREEZE` off) and its sums, for `_decompose`."
+    return np.empty(n // 2 if _FREEZE else 0, np.int32 if n < 2 ** 31 else np.int64), np.full(_FSUMS + 8, -1.0)
+
 def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=None):
     """Run `_decompose` on samples 0..n-1 (y, w: empty for unit weights, m: the samples' own minimisers, cut: empty
     or the allowed cuts, x: the output) until done: a close call is decided by `_exact_scan` (compiled only when
@@ -415,8 +421,9 @@ def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=Non
     lo0 = np.nextafter(lo0, -np.inf)
     kernels._start(stack[0], 0, n, lo0, hi0, z0, 0.0, 1.0)
     top, hires = 1, None
+    idx, acc = _frozen_buffers(n)
     while True:
-        status, top = kernels._decompose(code, params, y, w, m, cut, x, stack, top, stats, tol)
+        status, top = kernels._decompose(code, params, y, w, m, cut, x, stack, top, stats, tol, idx, acc)
         if status == _NEED_EXACT:
             row = stack[top - 1]
             s, e, z = int(row[_S]), int(row[_E]), row[_FORCE]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .core import _add_partial, _partials_sign, _two_prod, _two_sum
+from .core import _add_partial, _dd_add, _partials_sign, _two_prod, _two_sum
 
 # %% auto #0
 __all__ = []
@@ -180,6 +180,106 @@ def _pinned(code, params, y, w, s, e, z, scale):
     u = 64.0 * _EPS * max(abs(z), scale, _TINY)
     return _split_sum(code, params, y, w, s, e, z - u) < 0.0 < _split_sum(code, params, y, w, s, e, z + u)
 
+# %% ../nbs/02a_derivatives.ipynb #f7a1c0de
+@njit(cache=True, inline='always')
+def _add_term(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, big, err, rest, inexact):
+    """One `_term` added to the running sums of a pass: a split term's exact limit (big + err) to the limits'
+    double-double (Bh, Bl) and its remainder to the rest's (Rh, Rl), an unsplit term to the rest's. Returns the sums,
+    Σ|limits|, Σ|rest|, `lows` (Σ|low parts| after each addition, each rounded once: the drift) and `exact_B` (no
+    rounding yet in the limits' sum; integral weights: always)."""
+    if inexact != abs(big):                           # a split term (its remainder may have underflowed)
+        t = Bh + big                                  # TwoSum: is the limits' sum still exact?
+        v = t - Bh
+        r = (Bh - (t - v)) + (big - v)
+        if r != 0.0 or err != 0.0: exact_B = False
+        Bh, Bl = t, Bl + (r + err)
+        Babs += abs(big)
+        Rh, Rl = _dd_add(Rh, Rl, rest)
+        Rabs += abs(rest)
+        lows += abs(r + err) + abs(Bl)
+    else:
+        Rh, Rl = _dd_add(Rh, Rl, big)
+        Rabs += abs(big)
+    return Bh, Bl, Rh, Rl, Babs, Rabs, lows + abs(Rl), exact_B
+
+@njit(cache=True, inline='always')
+def _dd_sum(ah, al, bh, bl):
+    "(ah + al) + (bh + bl) as a double-double."
+    s, e = _dd_add(ah, 0.0, bh)
+    return _dd_add(s, e + (al + bl), 0.0)
+
+@njit(cache=True, inline='always')
+def _whole_result(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, H, cnt, s, e):
+    """A pass's decision on samples s..e-1 known to be one block, from its running sums over all `cnt` = e - s terms:
+    `_scan`'s eleven values with kb = e if the total T >= 0, else s, and T's rounding bound: 4ε(|T| + its low parts)
+    for the last additions (the high parts add exactly) plus the drift, the smaller of the a-priori (cnt ε)² Σ|x| and
+    the measured 4ε Σ lows."""
+    drift = min(4.0 * ((cnt + 2.0) * _EPS) ** 2 * (Rabs + (0.0 if exact_B else Babs)), 4.0 * _EPS * lows)
+    Th, Tl = _dd_sum(Bh, Bl, Rh, Rl)
+    T = Th + Tl
+    return ((e if T >= 0.0 else s), (Th, Tl), (-np.inf, 0.0), (Th, Tl), H, H, Babs + Rabs, abs(T),
+            4.0 * _EPS * (abs(T) + abs(Tl) + abs(Bl) + abs(Rl)) + drift, -np.inf, False)
+
+_NARROW = 2.0 ** -20      # a bracket this narrow (relative) may freeze most residuals
+_FS, _FE, _FLO, _FHI, _FCNT, _FH = range(6)        # acc: the frozen set's segment, bracket, count, curvature,
+_FSUMS = 6                                          # and from here the running sums of its frozen terms
+
+@njit(cache=True)
+def _frozen_pass(code, params, y, w, s, e, lo, hi, z, idx, acc):
+    """A pass at z in [lo, hi] over samples s..e-1 known to be one block, for a loss of the residual alone: a sample
+    whose residual rounds to the same double at lo and at hi has the same term for every z in between (the rounding
+    of z - y is monotone in z), so those terms are summed once into `acc` ("frozen"), the others listed in `idx`, and
+    each later pass in a sub-bracket evaluates only the listed ones on top of the frozen sums: one running sum, as
+    if the terms came in that order, so `_whole_result`'s bound holds as it is. Where targets dwarf the level the
+    computed summed derivative is a staircase in z (a whole binade of targets changes its residuals at once), whose
+    step only bisection finds; there most residuals are frozen. The list shrinks as the bracket does. Returns
+    (evaluations, `_scan`'s eleven values), or evaluations -1 where nothing is frozen (not a residual loss, a bracket
+    not yet narrow, or more than `idx` or half the segment would be listed): `_scan` then."""
+    none = -1, (s, (0.0, 0.0), (-np.inf, 0.0), (0.0, 0.0), 0.0, 0.0, 0.0, 0.0, 0.0, -np.inf, False)
+    if not (code in _RESIDUAL and -np.inf < lo <= z <= hi < np.inf): return none
+    same = acc[_FS] == s and acc[_FE] == e and acc[_FLO] <= lo and hi <= acc[_FHI]
+    cnt = int(acc[_FCNT]) if same else -1
+    fresh = (cnt < 0 and hi - lo <= (0.125 * (acc[_FHI] - acc[_FLO]) if same else      # (a failed set: retry
+                                     _NARROW * max(abs(lo), abs(hi))))                 # narrower)
+    if fresh:                                    # a new frozen set: count, then list and sum
+        cnt = 0
+        for i in range(s, e):
+            if (lo - y[i]) != (hi - y[i]): cnt += 1
+        acc[_FS], acc[_FE], acc[_FLO], acc[_FHI], acc[_FCNT] = s, e, lo, hi, -1.0
+        if cnt > min(idx.shape[0], 3 * (e - s) // 4): return none
+        first, last = s, e
+        Bh = Bl = Rh = Rl = Babs = Rabs = lows = H = 0.0
+        exact_B = True
+    elif cnt < 0: return none
+    else:
+        first, last = 0, (cnt if 4.0 * (hi - lo) <= acc[_FHI] - acc[_FLO] else 0)  # shrank: freeze more of the list
+        Bh, Bl, Rh, Rl = acc[_FSUMS], acc[_FSUMS + 1], acc[_FSUMS + 2], acc[_FSUMS + 3]
+        Babs, Rabs, lows, exact_B, H = acc[_FSUMS + 4], acc[_FSUMS + 5], acc[_FSUMS + 6], acc[_FSUMS + 7] > 0.0, acc[_FH]
+    k, j, zz, build = 0, first, hi, True         # (re)build: freeze what no longer changes in [lo, hi], then
+    evals = 0                                    # the pass itself: the listed samples at z (one loop, so that
+    while True:                                  # `_term` is compiled once)
+        if j == last and build:
+            if last > first:
+                acc[_FLO], acc[_FHI], acc[_FCNT], acc[_FH] = lo, hi, k, H
+                acc[_FSUMS], acc[_FSUMS + 1], acc[_FSUMS + 2], acc[_FSUMS + 3] = Bh, Bl, Rh, Rl
+                acc[_FSUMS + 4], acc[_FSUMS + 5] = Babs, Rabs
+                acc[_FSUMS + 6], acc[_FSUMS + 7] = lows, 1.0 if exact_B else 0.0
+                cnt = k
+            j, last, zz, build = 0, cnt, z, False
+        if j == last: break
+        i = j if build and fresh else idx[j]
+        j += 1
+        if build and (lo - y[i]) != (hi - y[i]):
+            idx[k] = i
+            k += 1
+            continue
+        big, err, rest, h, inexact = _term_cold(code, params, zz, y[i], _wt(w, i))
+        Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B = _add_term(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, big, err,
+                                                              rest, inexact)
+        H += h
+        evals += 1
+    return evals, _whole_result(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, H, e - s, s, e)
+
 # %% ../nbs/02a_derivatives.ipynb #2c2f7b2f
 @njit(cache=True, inline='always')
 def _far_log(code, params, r, wi):
@@ -311,18 +411,18 @@ def _lp_scaled_sign(params, y, w, s, e, z):
     multiplied by 2^k (exact), with 2^k |r| in [1, 2) for the largest, which multiplies the sum by 2^(k(p-1)) > 0
     and changes no sign (0 where no term underflowed). Residuals more than ~2^-1000 below the largest may
     still underflow (0 then: a tie)."""
-    big, under = 0.0, False
+    big, under, lp = 0.0, False, np.int64(_LP)    # (a runtime code: `_deriv12` compiled once for every loss)
     for i in range(s, e):
         r = z - y[i]
         big = max(big, abs(r))
-        if r != 0.0 and _d12(_LP, params, r, 0.0)[0] == 0.0: under = True
+        if r != 0.0 and _deriv12(lp, params, r, 0.0)[0] == 0.0: under = True
     if not under: return 0                      # nothing underflowed: the exact sum's 0 stands
     k = 1 - math.frexp(big)[1]                  # big * 2^k in [1, 2); k up to 1074 for subnormal residuals, so
     h = k // 2                                  # 2^k is applied in two halves (2^1074 alone overflows)
     partials, n = np.empty(128), 0
     for i in range(s, e):
         r = ((z - y[i]) * 2.0 ** h) * 2.0 ** (k - h)
-        t = _d12(_LP, params, r, 0.0)[0] * _wt(w, i)
+        t = _deriv12(lp, params, r, 0.0)[0] * _wt(w, i)
         if t != 0.0: n = _add_partial(partials, n, t)
     return _partials_sign(partials, n)
 
