@@ -29,9 +29,10 @@ def _sigmoid(z):
     e = np.exp(z)
     return e / (1.0 + e)
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _custom12(code, params, z, y):
-    "(l'(z; y), l''(z; y)) of a custom loss: a stub here, which a `CustomLoss` rebinds to its own derivatives."
+    """(l'(z; y), l''(z; y)) of a custom loss: a stub here, which a `CustomLoss` rebinds to its own derivatives;
+    inlined, so that the built-in kernels' loops hold no call."""
     return np.nan, np.nan
 
 @njit(cache=True)
@@ -82,9 +83,11 @@ def _d12(code, params, z, y):
     if code == _QUANTILE: return (1.0 - params[0] if z >= y else -params[0]), 0.0   # a right derivative
     return _closed12(code, params, z, y)
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _closed12(code, params, z, y):
-    "(l', l'') of the losses whose block minimiser is the weighted mean (anytime and plots only: one called copy)."
+    """(l', l'') of the losses whose block minimiser is the weighted mean (anytime and plots only), inlined into the
+    switch like the rest: a call left in a loop, even one never taken, keeps LLVM from holding the loop's sums in
+    registers."""
     if code == _SQUARED: return z - y, 1.0
     if code == _LOGLOSS:
         s = _sigmoid(z)
