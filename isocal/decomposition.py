@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .core import _add_partial, _dd_add, _partials_sign
+from .core import _add_partial, _dd_add, _partials_sign, _two_sum
 from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL,
                           _SQUARED_QUARTIC, _add_term, _dd_sum, _deriv12, _far_sign, _frozen_pass, _whole_result,
                           _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
@@ -21,7 +21,8 @@ _DONE, _NEED_EXACT, _NONCONVEX, _FLAT, _NEED_HIRES, _FULL, _NONFINITE = 0, -1, -
 (_S, _E, _LO, _HI, _TH, _D, _H, _DLO, _DHI, _MODE, _RUN, _FORCE, _SINGLE, _CLO, _CHI, _NCHEAP,
  _KB, _PB, _T, _HT, _HB, _A, _IMAX, _TIE, _DYAD) = range(25)  # (_KB.._TIE: a pass's result, set by an exact decision)
 _NCOL = 25
-_CHEAP = 2          # Newton steps on a new segment's pooled derivative before its first full pass
+_CHEAP = 2          # Newton steps on a new segment's pooled derivative before its first full pass, and one
+_ONE_CHEAP = (_PSEUDO_HUBER, _LOGCOSH)   # for those whose cheap pass is far from free (a sqrt, an exp)
 _MORE_CHEAP = 6     # further such steps once a full pass found no split
 _FREEZE = True      # frozen sums for one block's narrow brackets (`_frozen_pass`; tests turn them off)
 
@@ -174,9 +175,14 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
     best = _dd_sum(bBh, bBl, bRh, bRl) if bBh > -np.inf else (-np.inf, 0.0)
     if sBh == -np.inf:
         return kb, best, (-np.inf, 0.0), (Th, Tl), H, Hb, Babs + Rabs, np.inf, 0.0, imax, tie and kb > s
-    mB, mR = (bBh - sBh) + (bBl - sBl), (bRh - sRh) + (bRl - sRl)
-    return (kb, best, _dd_sum(sBh, sBl, sRh, sRl), (Th, Tl), H, Hb, Babs + Rabs, mB + mR,
-            4.0 * _EPS * (abs(mB) + abs(mR)) + drift, imax, tie and kb > s)
+    dB, eB = _two_sum(bBh, -sBh)                 # the margin's high parts exactly (limits and rest may cancel:
+    dR, eR = _two_sum(bRh, -sRh)                 # saturated terms), so that only its small parts are rounded
+    m, em = _two_sum(dB, dR)
+    dl = (bBl - sBl) + (bRl - sRl)
+    margin = m + ((em + (eB + eR)) + dl)
+    small = abs(em) + abs(eB) + abs(eR) + abs(bBl - sBl) + abs(bRl - sRl)
+    return (kb, best, _dd_sum(sBh, sBl, sRh, sRl), (Th, Tl), H, Hb, Babs + Rabs, margin,
+            4.0 * _EPS * (abs(margin) + 2.0 * small) + drift, imax, tie and kb > s)
 
 # %% ../nbs/02c_decomposition.ipynb #c97f1db8
 @njit(cache=True)
@@ -324,7 +330,8 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
         slope = (To - T) / (zo - z)
         far = 0.0 < Ht and abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # root still far: cheap Newton
         row[_TH], row[_D] = z, T                 # Newton's slope: the curvature, or where two passes on this side
-        row[_H] = slope if 0.0 < slope < 0.5 * Ht else Ht   # saw the sum change far less (a staircase), that
+        row[_H] = slope if 0.0 < slope < 0.5 * Ht else Ht   # saw the sum change far less (a staircase), that,
+        if 0.0 < slope < 0.5 * Ht: row[_DYAD] = max(row[_DYAD], 1.0)    # and its steps probed at coarse points
         row[_MODE] = row[_MODE] + 1.0 if side == row[_RUN] and not far else 0.0
         if side != row[_RUN] and row[_RUN] != 0.0 and row[_HI] - row[_LO] > 0.5 * width:
             row[_MODE] = 13.0                    # Newton across a steep root without halving: bisect next
@@ -387,7 +394,9 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol, idx, acc):
                 row[_FORCE], row[_T], row[_HT], row[_HB], row[_A], row[_IMAX] = z, T, Ht, Hb, A, imax
                 return _NEED_EXACT, top
         if tie: x[s:kb] = z
-        if _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, stack[top]) == 1: top += 1
+        split = _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, stack[top])
+        if split > 0 and code in _ONE_CHEAP: row[_NCHEAP] = stack[top, _NCHEAP] = 1.0
+        if split == 1: top += 1
     return _DONE, top
 
 # %% ../nbs/02c_decomposition.ipynb #666c6ae1
@@ -420,6 +429,7 @@ def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=Non
     z0 = min(max(z0, lo0), hi0) if np.isfinite(z0) else 0.5 * lo0 + 0.5 * hi0
     lo0 = np.nextafter(lo0, -np.inf)
     kernels._start(stack[0], 0, n, lo0, hi0, z0, 0.0, 1.0)
+    if code in _ONE_CHEAP: stack[0, _NCHEAP] = 1.0
     top, hires = 1, None
     idx, acc = _frozen_buffers(n)
     while True:
