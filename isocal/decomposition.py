@@ -10,7 +10,7 @@ from numba import njit
 
 from .core import _add_partial, _dd_add, _partials_sign, _two_sum
 from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL,
-                          _SQUARED_QUARTIC, _add_term, _dd_sum, _deriv12, _far_sign, _frozen_pass, _whole_result,
+                          _NARROW, _SQUARED_QUARTIC, _add_term, _dd_sum, _deriv12, _far_sign, _frozen_pass, _whole_result,
                           _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
 
 # %% auto #0
@@ -266,8 +266,9 @@ def _next_pass(row, m, tol):
     if row[_NCHEAP] > 0.0: return _CHEAP_PASS, _probe(row[_CLO], row[_CHI], row[_TH], row[_D], row[_H], 0)
     force, mode = row[_FORCE], int(row[_MODE])
     if force == force: z = force
-    elif row[_DYAD] > 0.0 and row[_DLO] > -np.inf and row[_DHI] < np.inf:      # a staircase, both sides seen:
-        z, row[_DYAD] = _coarsest(lo, hi), 2.0   # its steps are at coarse points (`_frozen_pass`)
+    elif (row[_DYAD] > 0.0 and row[_DLO] > -np.inf and row[_DHI] < np.inf     # a staircase, both sides seen, in
+          and hi - lo <= _NARROW * max(abs(lo), abs(hi))):                     # a narrow bracket: its steps are
+        z, row[_DYAD] = _coarsest(lo, hi), 2.0   # at coarse points (`_frozen_pass`)
     elif hi - lo <= 64.0 * np.spacing(max(abs(lo), abs(hi))):      # ulps apart: regula falsi on the bracket's
         dlo, dhi = row[_DLO], row[_DHI]                            # sums, the stale end's sum halved per pass
         if mode <= 6 and -np.inf < dlo < 0.0 < dhi < np.inf:       # on the same side (Illinois); else bisect
@@ -329,9 +330,9 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
         else: zo, To, row[_LO], row[_DLO] = row[_LO], row[_DLO], z, T
         slope = (To - T) / (zo - z)
         far = 0.0 < Ht and abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # root still far: cheap Newton
-        row[_TH], row[_D] = z, T                 # Newton's slope: the curvature, or where two passes on this side
-        row[_H] = slope if 0.0 < slope < 0.5 * Ht else Ht   # saw the sum change far less (a staircase), that,
-        if 0.0 < slope < 0.5 * Ht: row[_DYAD] = max(row[_DYAD], 1.0)    # and its steps probed at coarse points
+        row[_TH], row[_D] = z, T                 # Newton's slope: the curvature, or on a staircase, where two passes
+        row[_H] = slope if row[_DYAD] > 0.0 and 0.0 < slope < 0.5 * Ht else Ht   # on this side saw the sum change
+        #                                          far less than it predicts, their secant
         row[_MODE] = row[_MODE] + 1.0 if side == row[_RUN] and not far else 0.0
         if side != row[_RUN] and row[_RUN] != 0.0 and row[_HI] - row[_LO] > 0.5 * width:
             row[_MODE] = 13.0                    # Newton across a steep root without halving: bisect next
@@ -380,9 +381,9 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol, idx, acc):
         else:
             whole = row[_SINGLE] > 0.0           # (one block: a frozen sum where it can)
             evals, res = _frozen_pass(code, params, y, w, s, e, row[_LO], row[_HI], z if whole else np.nan, idx, acc)
+            if evals == -2 or evals >= 0 and row[_HI] - row[_LO] > 64.0 * np.spacing(max(abs(row[_LO]), abs(row[_HI]))):
+                row[_DYAD] = max(row[_DYAD], 1.0)  # residuals standing still across many ulps of z: a staircase
             if evals < 0: evals, res = e - s, _scan(code, params, y, w, cut, s, e, z, whole, e > s)
-            elif row[_HI] - row[_LO] > 64.0 * np.spacing(max(abs(row[_LO]), abs(row[_HI]))):
-                row[_DYAD] = max(row[_DYAD], 1.0)  # frozen residuals across many ulps of z: a staircase
             kb, best, _, total, Ht, Hb, A, margin, bound, imax, tie = res              # (P_s counts)
             Pb, T = best[0] + best[1], total[0] + total[1]
             stats[0] += evals

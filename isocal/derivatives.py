@@ -237,7 +237,8 @@ def _frozen_pass(code, params, y, w, s, e, lo, hi, z, idx, acc):
     computed summed derivative is a staircase in z (a whole binade of targets changes its residuals at once), whose
     step only bisection finds; there most residuals are frozen. The list shrinks as the bracket does. Returns
     (evaluations, `_scan`'s eleven values), or evaluations -1 where nothing is frozen (not a residual loss, a bracket
-    not yet narrow, or more than `idx` or half the segment would be listed): `_scan` then."""
+    not yet narrow, or more than `idx` or three quarters of the segment would be listed): `_scan` then; -2 where
+    too many would be listed but a tenth or more of the residuals stood still across more than 64 ulps of z."""
     none = -1, (s, (0.0, 0.0), (-np.inf, 0.0), (0.0, 0.0), 0.0, 0.0, 0.0, 0.0, 0.0, -np.inf, False)
     if not (code in _RESIDUAL and -np.inf < lo <= z <= hi < np.inf): return none
     same = acc[_FS] == s and acc[_FE] == e and acc[_FLO] <= lo and hi <= acc[_FHI]
@@ -249,7 +250,9 @@ def _frozen_pass(code, params, y, w, s, e, lo, hi, z, idx, acc):
         for i in range(s, e):
             if (lo - y[i]) != (hi - y[i]): cnt += 1
         acc[_FS], acc[_FE], acc[_FLO], acc[_FHI], acc[_FCNT] = s, e, lo, hi, -1.0
-        if cnt > min(idx.shape[0], 3 * (e - s) // 4): return none
+        if cnt > min(idx.shape[0], 3 * (e - s) // 4):             # too many to list; but if a tenth of the
+            wide = hi - lo > 64.0 * np.spacing(max(abs(lo), abs(hi)))  # residuals stood still across many ulps of
+            return (-2 if wide and 10 * cnt <= 9 * (e - s) else -1), none[1]   # z, a staircase all the same (-2)
         first, last = s, e
         Bh = Bl = Rh = Rl = Babs = Rabs = lows = H = 0.0
         exact_B = True
