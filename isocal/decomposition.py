@@ -300,10 +300,10 @@ def _after_cheap(row, z, Dc, Hc):
     step = Dc / Hc
     if Dc == 0.0 or abs(step) <= 1e-9 * (abs(z) + row[_CHI] - row[_CLO]) or _adjacent(row[_CLO], row[_CHI]):
         row[_NCHEAP] = 0.0
-    if flipped and row[_CHI] - row[_CLO] > 0.5 * width:   # Newton jumping across a steep root (l' ~ sqrt|r|, where
-        row[_NCHEAP] = 0.0                               # its step from either side lands as far on the other):
-        f = _split(row[_CLO], row[_CHI])                 # bisect the pooled bracket instead
-        row[_FORCE] = f if row[_LO] < f < row[_HI] else np.nan
+    if flipped and row[_CHI] - row[_CLO] > 0.5 * width and abs(step) > 0.25 * (row[_CHI] - row[_CLO]):
+        row[_NCHEAP] = 0.0                       # Newton jumping across a steep root (l' ~ sqrt|r|, where its step
+        f = _split(row[_CLO], row[_CHI])         # from either side lands as far on the other): bisect the pooled
+        row[_FORCE] = f if row[_LO] < f < row[_HI] else np.nan  # bracket instead (not where the step is short)
     elif row[_NCHEAP] == 0.0:                    # the first checked pass at the next Newton point
         f = z - step
         row[_FORCE] = f if row[_LO] < f < row[_HI] else (z if row[_LO] < z < row[_HI] else np.nan)
@@ -334,8 +334,10 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
         row[_H] = slope if row[_DYAD] > 0.0 and 0.0 < slope < 0.5 * Ht else Ht   # on this side saw the sum change
         #                                          far less than it predicts, their secant
         row[_MODE] = row[_MODE] + 1.0 if side == row[_RUN] and not far else 0.0
-        if side != row[_RUN] and row[_RUN] != 0.0 and row[_HI] - row[_LO] > 0.5 * width:
-            row[_MODE] = 13.0                    # Newton across a steep root without halving: bisect next
+        if (side != row[_RUN] and row[_RUN] != 0.0 and row[_HI] - row[_LO] > 0.5 * width
+                and not abs(T) < 0.25 * Ht * (row[_HI] - row[_LO])):
+            row[_MODE] = 13.0                    # Newton across a steep root without halving: bisect next (not
+                                                 # where Newton's next step is short)
         row[_RUN] = side
         if far and row[_NCHEAP] == 0.0: row[_NCHEAP], row[_CLO], row[_CHI] = _MORE_CHEAP, row[_LO], row[_HI]
         f = np.nextafter(z, row[_LO] if kb == e else row[_HI])
