@@ -328,7 +328,7 @@ def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
             zo, To, row[_HI], row[_DHI] = row[_HI], row[_DHI], z, T
             if imax + 4.0 * _EPS * A < 0.0: row[_SINGLE] = 1.0     # every interior prefix sum below: one block
         else: zo, To, row[_LO], row[_DLO] = row[_LO], row[_DLO], z, T
-        slope = (To - T) / (zo - z)
+        slope = (To - T) / (zo - z) if zo != z else 0.0
         far = 0.0 < Ht and abs(T) > 1e-9 * Ht * max(abs(z), row[_HI] - row[_LO])   # root still far: cheap Newton
         row[_TH], row[_D] = z, T                 # Newton's slope: the curvature, or on a staircase, where two passes
         row[_H] = slope if row[_DYAD] > 0.0 and 0.0 < slope < 0.5 * Ht else Ht   # on this side saw the sum change
