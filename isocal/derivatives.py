@@ -261,30 +261,31 @@ def _frozen_pass(code, params, y, w, s, e, lo, hi, z, idx, acc):
         first, last = 0, (cnt if 4.0 * (hi - lo) <= acc[_FHI] - acc[_FLO] else 0)  # shrank: freeze more of the list
         Bh, Bl, Rh, Rl = acc[_FSUMS], acc[_FSUMS + 1], acc[_FSUMS + 2], acc[_FSUMS + 3]
         Babs, Rabs, lows, exact_B, H = acc[_FSUMS + 4], acc[_FSUMS + 5], acc[_FSUMS + 6], acc[_FSUMS + 7] > 0.0, acc[_FH]
-    k, j, zz, build = 0, first, hi, True         # (re)build: freeze what no longer changes in [lo, hi], then
-    evals = 0                                    # the pass itself: the listed samples at z (one loop, so that
-    while True:                                  # `_term` is compiled once)
-        if j == last and build:
-            if last > first:
-                acc[_FLO], acc[_FHI], acc[_FCNT], acc[_FH] = lo, hi, k, H
-                acc[_FSUMS], acc[_FSUMS + 1], acc[_FSUMS + 2], acc[_FSUMS + 3] = Bh, Bl, Rh, Rl
-                acc[_FSUMS + 4], acc[_FSUMS + 5] = Babs, Rabs
-                acc[_FSUMS + 6], acc[_FSUMS + 7] = lows, 1.0 if exact_B else 0.0
-                cnt = k
-            j, last, zz, build = 0, cnt, z, False
-        if j == last: break
-        i = j if build and fresh else idx[j]
-        j += 1
-        if build and (lo - y[i]) != (hi - y[i]):
+    k = 0
+    for j in range(first, last):                 # (re)build: freeze what no longer changes in [lo, hi]
+        i = j if fresh else idx[j]
+        if (lo - y[i]) != (hi - y[i]):
             idx[k] = i
             k += 1
             continue
-        big, err, rest, h, inexact = _term_cold(code, params, zz, y[i], _wt(w, i))
+        big, err, rest, h, inexact = _term_cold(code, params, hi, y[i], _wt(w, i))
         Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B = _add_term(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, big, err,
                                                               rest, inexact)
         H += h
-        evals += 1
-    return evals, _whole_result(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, H, e - s, s, e)
+    evals = last - first - k
+    if last > first:
+        acc[_FLO], acc[_FHI], acc[_FCNT], acc[_FH] = lo, hi, k, H
+        acc[_FSUMS], acc[_FSUMS + 1], acc[_FSUMS + 2], acc[_FSUMS + 3] = Bh, Bl, Rh, Rl
+        acc[_FSUMS + 4], acc[_FSUMS + 5] = Babs, Rabs
+        acc[_FSUMS + 6], acc[_FSUMS + 7] = lows, 1.0 if exact_B else 0.0
+        cnt = k
+    for j in range(cnt):                         # the pass itself: the listed samples at z
+        i = idx[j]
+        big, err, rest, h, inexact = _term_cold(code, params, z, y[i], _wt(w, i))
+        Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B = _add_term(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, big, err,
+                                                              rest, inexact)
+        H += h
+    return evals + cnt, _whole_result(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, H, e - s, s, e)
 
 # %% ../nbs/02a_derivatives.ipynb #2c2f7b2f
 @njit(cache=True, inline='always')
