@@ -9,8 +9,8 @@ import numpy as np
 from numba import njit
 
 from .core import _add_partial, _dd_add, _partials_sign, _two_sum
-from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _PSEUDO_HUBER, _RESIDUAL,
-                          _NARROW, _SQUARED_QUARTIC, _add_term, _dd_sum, _deriv12, _far_sign, _frozen_pass, _whole_result,
+from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _ODD, _PSEUDO_HUBER, _RESIDUAL,
+                          _NARROW, _SQUARED_QUARTIC, _add_term, _custom12, _dd_sum, _far_sign, _frozen_pass, _whole_result,
                           _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
 
 # %% auto #0
@@ -120,9 +120,9 @@ def _moments(code, params, y, w, s, e, z):
             wi = 1.0 if unit else w[i]
             D += wi * (r + a4 * r2 * r)
             H += wi * (1.0 + 3.0 * a4 * r2)
-    else:                                        # custom and closed-form losses: the called switch
+    else:                                        # a custom loss (the closed forms never come here)
         for i in range(s, e):
-            t, h = _deriv12(code, params, z, y[i])
+            t, h = _custom12(code, params, z, y[i])
             wi = 1.0 if unit else w[i]
             D += wi * t
             H += wi * h
@@ -190,10 +190,24 @@ def _range_sign(code, params, y, w, a, b, z, exact_sum, scale, hires, stats):
     """The sign of Σ_{a<=i<b} w l'(z; y_i) given the exact sum of its split terms: that sum's sign where it is not
     0. An exact 0 has three more chances before it counts as a tie (z the range's root): remainders that underflowed
     (pseudo-Huber, log-cosh), compared on the log scale; for a residual loss whose targets dwarf z, the rounded
-    residuals may have hidden z, and the high-resolution sum decides (`_NEED_HIRES` if `hires` is None); a custom
-    loss, whose remainders are unknown, must be pinned at z (`_pinned`), else its summed derivative is flat in double
-    precision (`_FLAT`, stats[1] = a)."""
+    residuals may have hidden z, and the high-resolution sum decides; a custom loss, whose remainders are unknown,
+    must be pinned at z (`_pinned`), else its summed derivative is flat in double precision (`_FLAT`, stats[1] = a).
+    With `hires` None none of those checks is compiled: an exact 0 is a tie where none of them can apply (a term
+    not split, no power small enough to underflow, targets that do not dwarf z, a built-in loss), and otherwise
+    `_NEED_HIRES` asks for the call again with `hires` True."""
     if exact_sum != 0.0: return 1 if exact_sum > 0.0 else -1
+    if hires is None:
+        if code == _CUSTOM or (code in _RESIDUAL and scale > _DISPARITY * max(abs(z), 2.0 ** -960)): return _NEED_HIRES
+        if code == _PSEUDO_HUBER or code == _LOGCOSH:         # `_far_sign` applies only where every term is split
+            knee = 8.0 * params[0] if code == _PSEUDO_HUBER else 2.0
+            for i in range(a, b):
+                if abs(z - y[i]) <= knee: return 0
+            return _NEED_HIRES
+        if code == _LP:                                        # `_lp_scaled_sign` where a power may underflow
+            tiny = 2.0 ** (-1000.0 / (params[0] - 1.0))        # (|r|^(p-1) < 2^-1000 below it)
+            for i in range(a, b):
+                if 0.0 < abs(z - y[i]) < tiny: return _NEED_HIRES
+        return 0
     if code == _PSEUDO_HUBER or code == _LOGCOSH:             # remainders that underflowed, on the log scale
         sg = _far_sign(code, params, y, w, a, b, z)
         if sg != 0: return sg
@@ -201,7 +215,6 @@ def _range_sign(code, params, y, w, a, b, z, exact_sum, scale, hires, stats):
         sg = _lp_scaled_sign(params, y, w, a, b, z)
         if sg != 0: return sg
     if code in _RESIDUAL and scale > _DISPARITY * max(abs(z), 2.0 ** -960):
-        if hires is None: return _NEED_HIRES
         S, E = _hires_sum(code, params, y, w, a, b, z)
         if abs(S) > E or S != 0.0: return 1 if S > 0.0 else -1
         if E == 0.0:                                           # every first-order term underflowed?
@@ -307,6 +320,8 @@ def _after_cheap(row, z, Dc, Hc):
     elif row[_NCHEAP] == 0.0:                    # the first checked pass at the next Newton point
         f = z - step
         row[_FORCE] = f if row[_LO] < f < row[_HI] else (z if row[_LO] < z < row[_HI] else np.nan)
+    if row[_NCHEAP] == 0.0: row[_RUN] = 0.0      # a new run of checked passes: no overshoot for a side that the
+    #                                              checked passes before these Newton steps saw
 
 @njit(cache=True)
 def _after_full(row, z, kb, Pb, T, Ht, Hb, A, imax, tie, left):
@@ -417,6 +432,31 @@ def _frozen_buffers(n):
     "`_frozen_pass`'s list (up to half the samples; none with `_FREEZE` off) and its sums, for `_decompose`."
     return np.empty(n // 2 if _FREEZE else 0, np.int32 if n < 2 ** 31 else np.int64), np.full(_FSUMS + 8, -1.0)
 
+_SAMPLE = 4096        # a long fit's first threshold: the pooled root of this many evenly spaced samples
+
+def _sampled_root(kernels, code, params, y, w, m, z):
+    """The root of the summed derivative of `_SAMPLE` evenly spaced samples, by Newton steps from z (bisecting
+    where a step leaves the bracket), within those samples' minimisers: a long fit's first threshold, which the
+    Newton steps on every sample then only refine. For a loss whose l' is not odd (an expectile, a custom loss) the
+    mean of the minimisers can be far from it, on the side from which Newton creeps up on it, and a checked pass
+    there rarely splits the samples."""
+    pick = np.linspace(0, y.shape[0] - 1, _SAMPLE).astype(np.intp)
+    ys, ws, ms = y[pick], (w[pick] if w.shape[0] else w), m[pick]
+    lo, hi = float(np.min(ms)), float(np.max(ms))
+    z = min(max(z, lo), hi)
+    for _ in range(64):
+        if not lo < hi: break
+        D, H = kernels._moments(code, params, ys, ws, 0, _SAMPLE, z)
+        if not (np.isfinite(D) and np.isfinite(H)) or D == 0.0: break
+        if D > 0.0: hi = z
+        else: lo = z
+        zn = z - D / H if H > 0.0 else np.nan
+        if not lo < zn < hi: zn = 0.5 * lo + 0.5 * hi
+        done = abs(zn - z) <= 1e-9 * (abs(z) + hi - lo)
+        z = zn
+        if done: break
+    return z
+
 def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=None):
     """Run `_decompose` on samples 0..n-1 (y, w: empty for unit weights, m: the samples' own minimisers, cut: empty
     or the allowed cuts, x: the output) until done: a close call is decided by `_exact_scan` (compiled only when
@@ -430,6 +470,8 @@ def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=Non
     lo0, hi0 = float(np.min(m)), float(np.max(m))
     z0 = float(np.mean(m) if w.shape[0] == 0 else np.dot(w, m) / np.sum(w)) if start is None else start
     z0 = min(max(z0, lo0), hi0) if np.isfinite(z0) else 0.5 * lo0 + 0.5 * hi0
+    if start is None and n >= 8 * _SAMPLE and code not in _ODD:      # (an odd l': the mean is the pooled root
+        z0 = _sampled_root(kernels, code, params, y, w, m, z0)          # of symmetric targets, better than a sample's)
     lo0 = np.nextafter(lo0, -np.inf)
     kernels._start(stack[0], 0, n, lo0, hi0, z0, 0.0, 1.0)
     if code in _ONE_CHEAP: stack[0, _NCHEAP] = 1.0

@@ -517,8 +517,9 @@ def _check_no_overflow(loss, y, w, S):
     "Refuse (naming `targets`) data whose summed derivative overflows even after scaling, rather than fail later."
     if loss.code == _CUSTOM or len(y) == 0: return
     span = float(np.max(y)) - float(np.min(y))
+    big, err, rest, _, _ = _term_cold(loss.code, loss.params, span, 0.0, 1.0)   # (compiled for the fit anyway)
     with np.errstate(over='ignore', invalid='ignore'):
-        top = abs(float(loss.deriv(span, 0.0))) * (len(y) if w is None else float(np.sum(w)))
+        top = abs(big + err + rest) * (len(y) if w is None else float(np.sum(w)))
     if not np.isfinite(top):
         raise ValueError(f"`targets` span {span * S:g}, too wide for {loss} in double precision: its summed "
                          f"derivative overflows")

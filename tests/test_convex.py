@@ -970,3 +970,49 @@ def test_staircase_rules_keep_pass_counts_bounded():
             assert isotonic_convex(loss, y).n_evals / len(y) <= 25, (seed, loss)
     y = np.random.default_rng(11).normal(size=300_000)
     assert isotonic_convex(LogCosh(), y).n_evals / len(y) <= 20
+
+
+@pytest.mark.parametrize('kind', ['normal', 'decreasing'])
+@pytest.mark.parametrize('loss', [Expectile(0.9), Expectile(0.2),
+                                  CustomLoss(njit(lambda z, y: (z - y) * (0.15 if z > y else 0.85)))], ids=repr)
+def test_sampled_first_threshold(loss, kind, monkeypatch):
+    """A long fit under a loss whose l' is not odd starts at the pooled root of 4096 evenly spaced samples
+    (`_sampled_root`), not at the targets' mean. Only the first threshold moves: the blocks must be those of the fit
+    from the mean, every level where the exact sum of its block's computed terms changes sign, and the expectile
+    fits must cost no more evaluations (fewer for Expectile(0.9) on normal targets, whose concave summed derivative
+    Newton climbs slowly from the mean)."""
+    from isocal import decomposition as dc
+    rng = np.random.default_rng(3)
+    n = 8 * dc._SAMPLE + 77
+    y = rng.normal(size=n) if kind == 'normal' else -np.arange(n) / n + rng.uniform(0.0, 0.25 / n, n)
+    r = isotonic_convex(loss, y)
+    from isocal.derivatives import _split_sum
+    for a, b in zip(r.blocks[:-1], r.blocks[1:]):
+        v, yb = float(r.x[a]), y[a:b]
+        f = (loss.kernels()._split_sum if isinstance(loss, CustomLoss) else _split_sum)
+        below, at, above = (f(loss.code, loss.params, yb, np.empty(0), 0, len(yb), z)
+                            for z in (np.nextafter(v, -np.inf), v, np.nextafter(v, np.inf)))
+        assert (below <= 0.0 <= at) or (at <= 0.0 <= above), (a, b, v, below, at, above)
+    monkeypatch.setattr(dc, '_SAMPLE', n)                      # (8 * _SAMPLE > n: the mean, as for short fits)
+    plain = isotonic_convex(loss, y)
+    np.testing.assert_array_equal(r.blocks, plain.blocks)
+    assert np.all(np.abs(r.x - plain.x) <= 4 * np.spacing(np.abs(plain.x)))
+    if not isinstance(loss, CustomLoss):
+        assert r.n_evals <= plain.n_evals, (r.n_evals, plain.n_evals)
+    if kind == 'normal' and repr(loss) == 'Expectile(tau=0.9)':   # (Newton creeps up to it from the mean's side)
+        assert r.n_evals < plain.n_evals, (r.n_evals, plain.n_evals)
+
+
+def test_first_fit_compiles_no_cold_checks(tmp_path):
+    """The checks an exact 0 may need (remainders or powers that underflowed, high-resolution sums, a custom loss's
+    pin) and the called loss switch are compiled only when a fit needs them. A first fit on [3, 1, 2], whose exact
+    tie at 2 is decided by the exact comparisons, compiles none of them (a fresh process on an empty Numba cache,
+    where compiling a kernel compiles every kernel it calls)."""
+    import os, subprocess, sys
+    code = ("from isocal.convex import isotonic_convex, PseudoHuber; import isocal.derivatives as dv, "
+            "isocal.decomposition as dc; isotonic_convex(PseudoHuber(1.0), [3., 1., 2.]); "
+            "print(sorted(k for k in ('_far_sign', '_lp_scaled_sign', '_pinned', '_hires_sum', '_taylor_sign', "
+            "'_split_sum', '_deriv12') if getattr(dv, k).signatures), [str(s[-2]) for s in dc._range_sign.signatures])")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.strip() == "[] ['none']", out
