@@ -302,8 +302,9 @@ def _runs_of(x, w):
     "(levels, block starts followed by n, block weights) of fitted values `x`: one block per run of equal values."
     n = x.shape[0]
     starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
+    if w is None: return x[starts], np.r_[starts, n].astype(np.intp), np.diff(np.r_[starts, n]).astype(np.float64)
     with np.errstate(over='ignore'):                     # a block weight beyond 1.8e308 is inf, as it should be
-        wts = np.add.reduceat(np.ones(n) if w is None else w, starts) if n else np.empty(0)
+        wts = np.add.reduceat(w, starts) if n else np.empty(0)
     return x[starts], np.r_[starts, n].astype(np.intp), wts
 
 def _fit_increasing(loss, y, w, groups, tol=0.0):

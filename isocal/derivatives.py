@@ -491,11 +491,12 @@ def _scale_for(loss, big):
 
 def _target_scale(loss, y):
     "`_scale_for` the targets `y`, refusing a scaling that would flush a small target to (almost) 0."
-    scaled, S = _scale_for(loss, float(np.max(np.abs(y))) if len(y) else 0.0)
+    big = max(-float(np.min(y)), float(np.max(y))) if len(y) else 0.0      # max |y| without an array of |y|
+    scaled, S = _scale_for(loss, big)
     if S == 1.0: return loss, 1.0
     lost = (y / S) * S != y                    # the small targets must survive the division exactly
     if np.any(lost):
-        raise ValueError(f"`targets` span too wide a range for {loss} in double precision: {float(np.max(np.abs(y))):g} "
+        raise ValueError(f"`targets` span too wide a range for {loss} in double precision: {big:g} "
                          f"needs scaling by 2^{int(np.log2(S))} (or its residuals overflow), which would flush target "
                          f"{float(y[np.flatnonzero(lost)[0]]):g} to (almost) 0; fit the two ranges separately or "
                          f"rescale them")
