@@ -9,9 +9,10 @@ import numpy as np
 from numba import njit
 
 from .core import _add_partial, _dd_add, _partials_sign, _two_sum
-from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _ODD, _PSEUDO_HUBER, _RESIDUAL,
-                          _NARROW, _SQUARED_QUARTIC, _add_term, _custom12, _dd_sum, _far_sign, _frozen_pass, _whole_result,
-                          _hires_sum, _lp_scaled_sign, _partials_value, _pinned, _split, _taylor_sign, _term, _term_cold, _wt)
+from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _NARROW, _ODD, _PSEUDO_HUBER,
+                          _RESIDUAL, _SQUARED_QUARTIC, _add_term, _adjacent, _coarsest, _cold_check_needed, _custom12,
+                          _dd_sum, _far_sign, _frozen_pass, _hires_sum, _lp_scaled_sign, _partials_value, _pinned,
+                          _split, _taylor_sign, _term, _term_cold, _whole_result, _wt)
 
 # %% auto #0
 __all__ = []
@@ -27,12 +28,6 @@ _MORE_CHEAP = 6     # further such steps once a full pass found no split
 _FREEZE = True      # frozen sums for one block's narrow brackets (`_frozen_pass`; tests turn them off)
 
 @njit(cache=True, inline='always')
-def _adjacent(lo, hi):
-    "Is there no double strictly between lo and hi?"
-    mid = 0.5 * lo + 0.5 * hi
-    return mid <= lo or mid >= hi
-
-@njit(cache=True, inline='always')
 def _probe(lo, hi, th, D, H, mode):
     """The next threshold in (lo, hi): the Newton point th - D/H (mode 0); after `mode` passes in a row that landed
     on the same side of the root, the Newton step times 2^mode and at least `mode` ulps, to land beyond a root that
@@ -46,16 +41,6 @@ def _probe(lo, hi, th, D, H, mode):
         if z == th: z = np.nextafter(th, -np.inf if D > 0.0 else np.inf)
         if lo < z < hi: return z
     return _split(lo, hi)
-
-@njit(cache=True, inline='always')
-def _coarsest(lo, hi):
-    """The double with the fewest significant bits in the middle half of (lo, hi): a multiple of the largest power
-    of two that fits there (exact: ceil(a/m) m, m a power of two), or the bisection point if there is none."""
-    a, b = lo + 0.25 * (hi - lo), hi - 0.25 * (hi - lo)
-    if not (b > a and np.isfinite(b - a)): return _split(lo, hi)
-    m = 2.0 ** np.floor(np.log2(b - a))
-    z = np.ceil(a / m) * m
-    return z if lo < z < hi else _split(lo, hi)
 
 # %% ../nbs/02c_decomposition.ipynb #324775bb
 @njit(cache=True, fastmath={'reassoc', 'contract'})
@@ -196,18 +181,7 @@ def _range_sign(code, params, y, w, a, b, z, exact_sum, scale, hires, stats):
     not split, no power small enough to underflow, targets that do not dwarf z, a built-in loss), and otherwise
     `_NEED_HIRES` asks for the call again with `hires` True."""
     if exact_sum != 0.0: return 1 if exact_sum > 0.0 else -1
-    if hires is None:
-        if code == _CUSTOM or (code in _RESIDUAL and scale > _DISPARITY * max(abs(z), 2.0 ** -960)): return _NEED_HIRES
-        if code == _PSEUDO_HUBER or code == _LOGCOSH:         # `_far_sign` applies only where every term is split
-            knee = 8.0 * params[0] if code == _PSEUDO_HUBER else 2.0
-            for i in range(a, b):
-                if abs(z - y[i]) <= knee: return 0
-            return _NEED_HIRES
-        if code == _LP:                                        # `_lp_scaled_sign` where a power may underflow
-            tiny = 2.0 ** (-1000.0 / (params[0] - 1.0))        # (|r|^(p-1) < 2^-1000 below it)
-            for i in range(a, b):
-                if 0.0 < abs(z - y[i]) < tiny: return _NEED_HIRES
-        return 0
+    if hires is None: return _NEED_HIRES if _cold_check_needed(code, params, y, a, b, z, scale) else 0
     if code == _PSEUDO_HUBER or code == _LOGCOSH:             # remainders that underflowed, on the log scale
         sg = _far_sign(code, params, y, w, a, b, z)
         if sg != 0: return sg

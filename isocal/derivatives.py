@@ -434,6 +434,24 @@ def _lp_scaled_sign(params, y, w, s, e, z):
     return _partials_sign(partials, n)
 
 @njit(cache=True)
+def _cold_check_needed(code, params, y, s, e, z, scale):
+    """Could an exact 0 of samples s..e-1's summed derivative at z hide a sign that one of the checks above finds?
+    A custom loss (`_pinned`), targets that dwarf z (`_hires_sum`), pseudo-Huber or log-cosh terms all split
+    (`_far_sign`), or a residual small enough for an Lp power to underflow (`_lp_scaled_sign`); else the exact 0
+    is a tie, and none of them need be compiled."""
+    if code == _CUSTOM or (code in _RESIDUAL and scale > _DISPARITY * max(abs(z), 2.0 ** -960)): return True
+    if code == _PSEUDO_HUBER or code == _LOGCOSH:
+        knee = 8.0 * params[0] if code == _PSEUDO_HUBER else 2.0        # where `_term` splits
+        for i in range(s, e):
+            if abs(z - y[i]) <= knee: return False
+        return True
+    if code == _LP:
+        tiny = 2.0 ** (-1000.0 / (params[0] - 1.0))                       # |r|^(p-1) < 2^-1000 below it
+        for i in range(s, e):
+            if 0.0 < abs(z - y[i]) < tiny: return True
+    return False
+
+@njit(cache=True)
 def _point_min(code, params, y):
     "Minimiser of one sample's loss: closed form for the built-ins, bisection on l' for a custom loss (nan: none)."
     if code == _LOGLOSS: return np.log(y) - np.log1p(-y)
@@ -470,6 +488,22 @@ def _split(lo, hi):
         m = m if hi > 0.0 else -m
         if lo < m < hi: return m
     return 0.5 * lo + 0.5 * hi
+
+@njit(cache=True, inline='always')
+def _adjacent(lo, hi):
+    "Is there no double strictly between lo and hi?"
+    mid = 0.5 * lo + 0.5 * hi
+    return mid <= lo or mid >= hi
+
+@njit(cache=True, inline='always')
+def _coarsest(lo, hi):
+    """The double with the fewest significant bits in the middle half of (lo, hi): a multiple of the largest power
+    of two that fits there (exact: ceil(a/m) m, m a power of two), or the bisection point if there is none."""
+    a, b = lo + 0.25 * (hi - lo), hi - 0.25 * (hi - lo)
+    if not (b > a and np.isfinite(b - a)): return _split(lo, hi)
+    m = 2.0 ** np.floor(np.log2(b - a))
+    z = np.ceil(a / m) * m
+    return z if lo < z < hi else _split(lo, hi)
 
 # %% ../nbs/02a_derivatives.ipynb #4220e587
 def _power_of_two_scale(big, limit):
