@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .core import _add_partial, _dd_add, _partials_sign, _two_sum
+from .core import _add_partial, _dd_add, _two_sum
 from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _NARROW, _ODD, _PSEUDO_HUBER,
                           _RESIDUAL, _SQUARED_QUARTIC, _add_term, _adjacent, _coarsest, _cold_check_needed, _custom12,
                           _dd_sum, _far_sign, _frozen_pass, _hires_sum, _lp_scaled_sign, _partials_value, _pinned,
@@ -431,21 +431,22 @@ def _sampled_root(kernels, code, params, y, w, m, z):
         if done: break
     return z
 
-def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0, start=None):
+def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0):
     """Run `_decompose` on samples 0..n-1 (y, w: empty for unit weights, m: the samples' own minimisers, cut: empty
     or the allowed cuts, x: the output) until done: a close call is decided by `_exact_scan` (compiled only when
     one occurs; its high-resolution sums only when those are needed) and handed back, and the stack grows as needed.
-    `start`: an initial threshold (default: the weighted mean of m). Returns (status, stats): status 0 or an error
-    status with stats[1] the first sample concerned."""
+    The first threshold is the weighted mean of m, or for a long fit under a loss whose l' is not odd the pooled
+    root of a sample (`_sampled_root`). Returns (status, stats): status 0 or an error status with stats[1] the first
+    sample concerned."""
     n = y.shape[0]
     stats = np.zeros(2, np.int64)
     if n == 0: return _DONE, stats
     stack = np.empty((64, _NCOL))
     lo0, hi0 = float(np.min(m)), float(np.max(m))
-    z0 = float(np.mean(m) if w.shape[0] == 0 else np.dot(w, m) / np.sum(w)) if start is None else start
+    z0 = float(np.mean(m) if w.shape[0] == 0 else np.dot(w, m) / np.sum(w))
     z0 = min(max(z0, lo0), hi0) if np.isfinite(z0) else 0.5 * lo0 + 0.5 * hi0
-    if start is None and n >= 8 * _SAMPLE and code not in _ODD:      # (an odd l': the mean is the pooled root
-        z0 = _sampled_root(kernels, code, params, y, w, m, z0)          # of symmetric targets, better than a sample's)
+    if n >= 8 * _SAMPLE and code not in _ODD:       # (an odd l': the mean is the pooled root of symmetric targets,
+        z0 = _sampled_root(kernels, code, params, y, w, m, z0)      # better than a sample's)
     lo0 = np.nextafter(lo0, -np.inf)
     kernels._start(stack[0], 0, n, lo0, hi0, z0, 0.0, 1.0)
     if code in _ONE_CHEAP: stack[0, _NCHEAP] = 1.0
