@@ -15,11 +15,10 @@ from numba import njit
 from . import decomposition as _decomposition
 from . import derivatives as _derivatives
 from .core import as_float_array, check_increasing, check_weights
-from .decomposition import (_DIVERGED, _FLAT_STEP, _anytime_probe, _cut_flags, _decompose_all, _flat_error,
-                            _raise_for_status)
+from .decomposition import _DIVERGED, _FLAT_STEP, _anytime_probe, _cut_flags, _decompose_all, _raise_for_status
 from .derivatives import (_CUSTOM, _EXPECTILE, _GAMMA, _LOGCOSH, _LOGLOSS, _LP, _POISSON, _PSEUDO_HUBER, _QUANTILE,
-                          _SQUARED, _SQUARED_QUARTIC, _check_no_overflow, _deriv12, _power_of_two_scale, _rounding_bound,
-                          _target_scale, _weight_scale)
+                          _SQUARED, _SQUARED_QUARTIC, _check_no_overflow, _deriv12, _flat_error, _power_of_two_scale,
+                          _rounding_bound, _target_scale, _weight_scale)
 from .pava import IsotonicResult, _pava_kernel, isotonic_regression
 from .quantile import _MIN_TAU, _quantile_fit_sorted
 

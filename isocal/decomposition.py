@@ -10,9 +10,10 @@ from numba import njit
 
 from .core import _add_partial, _dd_add, _two_sum
 from .derivatives import (_CUSTOM, _DISPARITY, _EPS, _EXPECTILE, _FSUMS, _LOGCOSH, _LP, _NARROW, _ODD, _PSEUDO_HUBER,
-                          _RESIDUAL, _SQUARED_QUARTIC, _add_term, _adjacent, _coarsest, _cold_check_needed, _custom12,
-                          _dd_sum, _far_sign, _frozen_pass, _hires_sum, _lp_scaled_sign, _partials_value, _pinned,
-                          _split, _taylor_sign, _term, _term_cold, _whole_result, _wt)
+                          _RESIDUAL, _SQUARED_QUARTIC, _add_term, _adjacent, _coarsest, _cold_check_needed,
+                          _cusp_root, _custom12, _dd_sum, _far_sign, _flat_error, _frozen_pass, _hires_sum,
+                          _lp_scaled_sign, _nonconvex_error, _partials_value, _pinned, _split, _taylor_sign, _term,
+                          _term_cold, _whole_result, _wt)
 
 # %% auto #0
 __all__ = []
@@ -43,10 +44,23 @@ def _probe(lo, hi, th, D, H, mode):
     return _split(lo, hi)
 
 # %% ../nbs/02c_decomposition.ipynb #324775bb
-@njit(cache=True, fastmath={'reassoc', 'contract'})
+_BLOCK = 256        # a cheap pass sums its terms in blocks of this many
+
+@njit(cache=True)
 def _moments(code, params, y, w, s, e, z):
-    """(Σ w l'(z; y), Σ w l''(z; y)) over samples s..e-1 for a Newton step, nothing more: summed in any order
-    (vectorised), no rounding bound, no decision taken on it."""
+    """(Σ w l'(z; y), Σ w l''(z; y)) over samples s..e-1 for a Newton step, no decision taken on it: blocks of
+    `_BLOCK` terms summed in any order (vectorised), their sums of l' in a double-double (near a long block's root,
+    where the terms cancel, a plain sum's rounding moves Newton's point by ulps, and a checked pass comes back)."""
+    D = Dl = H = 0.0
+    for a in range(s, e, _BLOCK):
+        d, h = _block_moments(code, params, y, w, a, min(a + _BLOCK, e), z)
+        D, Dl = _dd_add(D, Dl, d)
+        H += h
+    return D + Dl, H
+
+@njit(cache=True, fastmath={'reassoc', 'contract'})
+def _block_moments(code, params, y, w, s, e, z):
+    "`_moments` of one block: summed in any order (vectorised)."
     D = H = 0.0
     unit = w.shape[0] == 0
     if code == _PSEUDO_HUBER:
@@ -273,21 +287,24 @@ def _next_pass(row, m, tol):
     return _FULL_PASS, z
 
 @njit(cache=True)
-def _after_cheap(row, z, Dc, Hc):
-    "Take a cheap pass's (D, H) at z into the segment: the pooled root's bracket, and the next Newton step."
+def _after_cheap(row, z, Dc, Hc, cusp):
+    """Take a cheap pass's (D, H) at z into the segment: the pooled root's bracket, and the next Newton step (for
+    Lp with p = 1 + `cusp` < 2, a step across the root aims at `_cusp_root` instead)."""
     row[_NCHEAP] -= 1.0
     if not (np.isfinite(Dc) and 0.0 < Hc < np.inf):
         row[_NCHEAP] = 0.0
         return
     width = row[_CHI] - row[_CLO]
     flipped = (Dc > 0.0) != (row[_D] > 0.0) and row[_D] != 0.0
+    th = _cusp_root(row[_TH], row[_D], row[_H], z, Dc, Hc, cusp) if flipped else np.nan
     if Dc > 0.0: row[_CHI] = z
     elif Dc < 0.0: row[_CLO] = z
-    row[_TH], row[_D], row[_H] = z, Dc, Hc
-    step = Dc / Hc
+    aim = row[_CLO] < th < row[_CHI] and th != z
+    row[_TH], row[_D], row[_H] = z, Dc, (Dc / (z - th) if aim else Hc)   # (aim: Newton's step lands on th)
+    step = Dc / row[_H]
     if Dc == 0.0 or abs(step) <= 1e-9 * (abs(z) + row[_CHI] - row[_CLO]) or _adjacent(row[_CLO], row[_CHI]):
         row[_NCHEAP] = 0.0
-    if flipped and row[_CHI] - row[_CLO] > 0.5 * width and abs(step) > 0.25 * (row[_CHI] - row[_CLO]):
+    if flipped and not aim and row[_CHI] - row[_CLO] > 0.5 * width and abs(step) > 0.25 * (row[_CHI] - row[_CLO]):
         row[_NCHEAP] = 0.0                       # Newton jumping across a steep root (l' ~ sqrt|r|, where its step
         f = _split(row[_CLO], row[_CHI])         # from either side lands as far on the other): bisect the pooled
         row[_FORCE] = f if row[_LO] < f < row[_HI] else np.nan  # bracket instead (not where the step is short)
@@ -364,7 +381,7 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol, idx, acc):
             Dc, Hc = _moments(code, params, y, w, s, e, z)
             stats[0] += e - s
             if Hc < 0.0: return _NONCONVEX, top
-            _after_cheap(row, z, Dc, Hc)
+            _after_cheap(row, z, Dc, Hc, params[0] - 1.0 if code == _LP else 0.0)
             continue
         if row[_KB] >= 0.0:                      # the exact decision of this very pass
             kb, Pb, T, Ht, Hb = int(row[_KB]), row[_PB], row[_T], row[_HT], row[_HB]
@@ -467,18 +484,6 @@ def _decompose_all(kernels, code, params, y, w, m, cut, x, *, tol=0.0):
             row[_KB], row[_PB], row[_TIE], row[_T] = kb, Pb, 1.0 if tie else 0.0, T    # (T: the exact sum, for Newton)
         elif status == _FULL: stack = np.concatenate([stack, np.empty_like(stack)])
         else: return status, stats
-
-def _nonconvex_error():
-    return ValueError("`loss` is not strictly convex: its summed derivative was found decreasing "
-                      "(check that deriv(z, y) increases in z)")
-
-def _flat_error(loss, y, i, S):
-    return ValueError(f"the level of the block starting at target {y[i] * S:g} cannot be determined in double "
-                      f"precision under {loss}: its summed derivative is 0 in double precision on a whole interval (every "
-                      f"residual so large that the loss's derivative rounds to its limit, or targets so much larger "
-                      f"than a neighbouring block's level that no residual z - y can tell them apart); rescale the "
-                      f"targets or choose the loss's scale nearer the residuals. No arbitrary point of the interval "
-                      f"is returned")
 
 def _cut_flags(groups, n):
     "The allowed block boundaries as flags over 0..n (empty: every boundary), from forced groups' starts."
@@ -590,5 +595,5 @@ def _anytime_step(code, params, y, w, gs, glo, ghi, gd, gdl, ga, gdone, ng, stat
         gdone[g] = glo[g] == ghi[g] or mid == glo[g] or mid == ghi[g]
     return top
 
-_GENERIC_KERNELS = ('_d12', '_deriv12', '_term', '_term_cold', '_split_sum', '_pinned', '_far_sign', '_hires_sum', '_point_min', '_moments', '_scan', '_start', '_next_pass', '_after_cheap', '_after_full',
+_GENERIC_KERNELS = ('_d12', '_deriv12', '_term', '_term_cold', '_split_sum', '_pinned', '_far_sign', '_hires_sum', '_point_min', '_moments', '_block_moments', '_scan', '_start', '_next_pass', '_after_cheap', '_after_full',
                     '_range_sign', '_exact_scan', '_decompose', '_group_sum', '_certain_sign', '_anytime_step')

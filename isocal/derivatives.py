@@ -505,6 +505,24 @@ def _coarsest(lo, hi):
     z = np.ceil(a / m) * m
     return z if lo < z < hi else _split(lo, hi)
 
+@njit(cache=True)
+def _cusp_root(t1, D1, H1, t2, D2, H2, q):
+    """The root of W sign(θ − v)|θ − v|^q + R (0 < q < 1: one heavy target v dominating an Lp derivative, p = 1 + q)
+    fitted to (D, H) at two points on either side of the root: H's ratio gives their distances' ratio
+    |θ1 − v|/|θ2 − v| = (H1/H2)^(1/(q−1)), and with v between them, v, W and R follow. nan where the fit is not
+    between the points."""
+    if not (0.0 < q < 1.0 and 0.0 < H1 < np.inf and 0.0 < H2 < np.inf): return np.nan
+    rho = (H1 / H2) ** (1.0 / (q - 1.0))
+    v = t1 + (t2 - t1) * (rho / (1.0 + rho))
+    a1 = abs(t1 - v)
+    if not 0.0 < a1 < np.inf: return np.nan
+    W = H1 * a1 ** (1.0 - q) / q
+    R = D1 - W * np.copysign(a1 ** q, t1 - v)
+    if not abs(W * np.copysign(abs(t2 - v) ** q, t2 - v) + R - D2) <= 0.25 * abs(D2): return np.nan  # (fits D2?)
+    u = -R / W
+    th = v + np.copysign(abs(u) ** (1.0 / q), u)
+    return th if min(t1, t2) < th < max(t1, t2) else np.nan
+
 # %% ../nbs/02a_derivatives.ipynb #4220e587
 def _power_of_two_scale(big, limit):
     "1, or the power of two 2^(e-1) with `big` in [2^(e-1), 2^e) when |e| > `limit` (dividing by it is exact)."
@@ -558,3 +576,15 @@ def _check_no_overflow(loss, y, w, S):
     if not np.isfinite(top):
         raise ValueError(f"`targets` span {span * S:g}, too wide for {loss} in double precision: its summed "
                          f"derivative overflows")
+
+def _nonconvex_error():
+    return ValueError("`loss` is not strictly convex: its summed derivative was found decreasing "
+                      "(check that deriv(z, y) increases in z)")
+
+def _flat_error(loss, y, i, S):
+    return ValueError(f"the level of the block starting at target {y[i] * S:g} cannot be determined in double "
+                      f"precision under {loss}: its summed derivative is 0 in double precision on a whole interval (every "
+                      f"residual so large that the loss's derivative rounds to its limit, or targets so much larger "
+                      f"than a neighbouring block's level that no residual z - y can tell them apart); rescale the "
+                      f"targets or choose the loss's scale nearer the residuals. No arbitrary point of the interval "
+                      f"is returned")

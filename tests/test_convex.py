@@ -1016,3 +1016,69 @@ def test_first_fit_compiles_no_cold_checks(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.strip() == "[] ['none']", out
+
+
+def test_cusp_root_model():
+    """`_cusp_root` recovers the root of W sign(θ − v)|θ − v|^q + R (the summed Lp derivative, p = 1 + q, near a
+    heavy target v) from (D, H) at two points on either side of it; that root is v + sign(−R/W)|R/W|^(1/q) in closed
+    form. Where the sum is not one cusp (two heavy targets), it returns nan or a point between the two, never one
+    outside them (the caller's bracket)."""
+    from isocal.derivatives import _cusp_root
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        q, v, W = rng.uniform(0.05, 0.95), rng.normal(), 10.0 ** rng.uniform(-3, 3)
+        R = W * rng.uniform(-0.8, 0.8)
+        root = v + np.sign(-R / W) * abs(R / W) ** (1.0 / q)
+        D = lambda t: W * np.sign(t - v) * abs(t - v) ** q + R
+        H = lambda t: W * q * abs(t - v) ** (q - 1.0)
+        t1, t2 = min(v, root) - rng.uniform(0.01, 2.0), max(v, root) + rng.uniform(0.01, 2.0)
+        th = _cusp_root(t1, D(t1), H(t1), t2, D(t2), H(t2), q)
+        assert abs(th - root) <= 1e-9 * (t2 - t1), (q, v, W, R, t1, t2, th, root)
+        assert np.isnan(_cusp_root(t1, D(t1), H(t1), t2, D(t2), H(t2), 1.0))      # p = 2: no cusp
+        v2, W2 = v + rng.uniform(-1.0, 1.0), W * 10.0 ** rng.uniform(-1, 1)        # a second heavy target
+        D2 = lambda t: D(t) + W2 * np.sign(t - v2) * abs(t - v2) ** q
+        H2 = lambda t: H(t) + W2 * q * abs(t - v2) ** (q - 1.0)
+        if D2(t1) < 0.0 < D2(t2):
+            th = _cusp_root(t1, D2(t1), H2(t1), t2, D2(t2), H2(t2), q)
+            assert np.isnan(th) or t1 < th < t2, (th, t1, t2)
+
+
+@pytest.mark.parametrize('p', [1.1, 1.25])
+def test_lp_heavy_ties(p):
+    """Lp with p < 2 on heavy ties (integer targets 0..4, weights over 12 decades): l' ~ |r|^(p-1) is infinitely
+    steep at a tied target, Newton's steps on the pooled derivative bounce across it, and the cheap passes aim at
+    `_cusp_root` instead. Every level is certified against the 50-digit reference (both directions), and at n = 1e5
+    the evaluations per sample stay well below what Newton alone needed on these targets (88.1 for p = 1.1 and 28.9
+    for p = 1.25 without the cusp fit; 33.4 and 14.4 with it)."""
+    name = f'Lp(p={p:g})'
+    MP_DERIV.setdefault(name, lambda r: mpmath.sign(r) * abs(r) ** mpmath.mpf(p - 1.0))
+    rng = np.random.default_rng(7)
+    for inc in (True, False):
+        y, w = rng.integers(0, 5, 300).astype(float), 10.0 ** rng.uniform(-6, 6, 300)
+        r = isotonic_convex(Lp(p), y, w, increasing=inc)
+        for a, b in zip(r.blocks[:-1], r.blocks[1:]):
+            assert_certified(name, float(r.x[a]), y[a:b], w[a:b])
+    rng = np.random.default_rng(7)
+    rng.integers(0, 5, 2000), rng.uniform(-6, 6, 2000)
+    n = 100_000
+    y, w = rng.integers(0, 5, n).astype(float), 10.0 ** rng.uniform(-6, 6, n)
+    assert isotonic_convex(Lp(p), y, w).n_evals / n <= {1.1: 45.0, 1.25: 20.0}[p]
+
+
+def test_one_block_three_passes():
+    """A long strictly decreasing sequence is one block. The cheap pass sums its derivative in blocks whose sums are
+    added in a double-double, so that Newton's next point is within an ulp of the block's root although the terms
+    cancel to 1e-10 of their magnitude: one cheap pass and two checked ones (at the two doubles around the root), 3
+    evaluations per sample. (A plain running sum there moved Newton's point by a few ulps: 4 for pseudo-Huber and
+    log-cosh on these targets.) The level is where the exact sum of the computed terms changes sign."""
+    from isocal.derivatives import _split_sum
+    n = 1_000_000
+    y = -np.arange(n) / n + np.random.default_rng(3).uniform(0.0, 0.25 / n, n)
+    for loss in (PseudoHuber(1.0), LogCosh(), Lp(1.5), SquaredQuartic(1.0)):
+        r = isotonic_convex(loss, y)
+        assert len(r.weights) == 1 and r.n_evals == 3 * n, (loss, r.n_evals / n)
+        v = float(r.x[0])
+        below, above = (_split_sum(loss.code, loss.params, y, np.empty(0), 0, n, z)
+                        for z in (np.nextafter(v, -np.inf), np.nextafter(v, np.inf)))
+        at = _split_sum(loss.code, loss.params, y, np.empty(0), 0, n, v)
+        assert (below <= 0.0 <= at) or (at <= 0.0 <= above), (loss, below, at, above)
