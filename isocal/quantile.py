@@ -25,18 +25,19 @@ def _integral_weights(w, n):
     sum of weights the fit forms is exact); else None. Equal weights count as ones (the fit does not change when all
     weights are multiplied by one constant)."""
     if w is None or np.all(w == w[0]): return np.ones(1) if n < _EXACT_TOTAL else None
-    k = 0
+    k, total = 0, np.sum(w)
     for a in range(0, w.shape[0], 1 << 16):                   # in chunks: a few temporaries of 2^16, not of n
         mant, expo = np.frexp(w[a:a + (1 << 16)])              # w = mant * 2^expo, 0.5 <= mant < 1
         m = (mant * 2.0 ** 53).astype(np.int64)                # the 53-bit integer significand
         low = expo - 53 + np.log2((m & -m).astype(np.float64)).astype(np.int64)   # exponent of each lowest set bit
         k = max(k, -int(low.min()))
-        if k > 1000: return None
-    if np.ldexp(np.sum(w), k) >= _EXACT_TOTAL: return None
+        if k > 1000 or np.ldexp(total, k) >= _EXACT_TOTAL: return None      # (k only grows: stop at once)
     return np.ldexp(w, k)
 
 def _spread_weights(w):
-    "Positive weights scaled by a power of two into [2^-400, 2^401], or a ValueError if they span more than that."
+    """Positive weights scaled by a power of two into [2^-400, 2^401] (`w` itself, no copy, if they lie there
+    already), or a ValueError if they span more than that."""
+    if 2.0 ** -_SPREAD <= w.min() and w.max() < 2.0 ** (_SPREAD + 1): return w
     k = _SPREAD + 1 - int(np.frexp(w.max())[1])
     w = np.ldexp(w, k)
     if w.min() < 2.0 ** -_SPREAD:

@@ -217,3 +217,30 @@ def test_dask_fit_quantile_is_the_in_memory_fit():
     ref = fit_staircase(x, y, w, loss=Quantile(0.5))
     np.testing.assert_array_equal(got.x_lo, ref.x_lo)
     np.testing.assert_array_equal(got.levels, ref.levels)
+
+def test_weight_preparation_against_its_definition():
+    """`_integral_weights`: w times the smallest power of two that makes every weight an integer, if their total then
+    stays below 2^53, else None (checked with Fractions over more than one of its chunks, the weight that rules it
+    out in the last one); `_spread_weights`: the weights themselves, no copy, where they lie in [2^-400, 2^401],
+    else an exact power-of-two rescaling into that range, which leaves the fit unchanged."""
+    from isocal.quantile import _integral_weights, _spread_weights
+    rng = np.random.default_rng(2)
+    n = (1 << 16) + 40
+    for last in (0.375, 1.0 + 2.0 ** -40, 2.0 ** -60):
+        w = np.ldexp(rng.integers(1, 64, n).astype(float), -3)
+        w[-1] = last
+        fr = [Fraction(float(v)) for v in w]
+        k = max(0, max(f.denominator.bit_length() - 1 for f in fr))
+        expect = None if sum(fr) * 2 ** k >= 2 ** 53 else np.array([float(f * 2 ** k) for f in fr])
+        got = _integral_weights(w, n)
+        assert (got is None) == (expect is None), last
+        if expect is not None: assert got.tolist() == expect.tolist()
+    w = rng.uniform(0.5, 2.0, 100)
+    assert _spread_weights(w) is w
+    y = rng.normal(size=100)
+    for k in (-700, 700):
+        big = np.ldexp(w, k)
+        s = _spread_weights(big)
+        assert s is not big and 2.0 ** -400 <= s.min() and s.max() < 2.0 ** 401
+        assert np.all(np.frexp(s)[0] == np.frexp(big)[0]) and len(set((np.frexp(s)[1] - np.frexp(big)[1]).tolist())) == 1
+        assert isotonic_convex(Quantile(0.3), y, big).x.tolist() == isotonic_convex(Quantile(0.3), y, w).x.tolist()
