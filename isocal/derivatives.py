@@ -509,8 +509,8 @@ def _coarsest(lo, hi):
 def _cusp_root(t1, D1, H1, t2, D2, H2, q):
     """The root of W sign(θ − v)|θ − v|^q + R (0 < q < 1: one heavy target v dominating an Lp derivative, p = 1 + q)
     fitted to (D, H) at two points on either side of the root: H's ratio gives their distances' ratio
-    |θ1 − v|/|θ2 − v| = (H1/H2)^(1/(q−1)), and with v between them, v, W and R follow. nan where the fit is not
-    between the points."""
+    |θ1 − v|/|θ2 − v| = (H1/H2)^(1/(q−1)), and with v between them, v, W and R follow. nan where the model misses
+    D2 by more than a quarter, or its root is not between the points."""
     if not (0.0 < q < 1.0 and 0.0 < H1 < np.inf and 0.0 < H2 < np.inf): return np.nan
     rho = (H1 / H2) ** (1.0 / (q - 1.0))
     v = t1 + (t2 - t1) * (rho / (1.0 + rho))
