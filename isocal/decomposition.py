@@ -287,16 +287,16 @@ def _next_pass(row, m, tol):
     return _FULL_PASS, z
 
 @njit(cache=True)
-def _after_cheap(row, z, Dc, Hc, cusp):
+def _after_cheap(row, z, Dc, Hc, code, params):
     """Take a cheap pass's (D, H) at z into the segment: the pooled root's bracket, and the next Newton step (for
-    Lp with p = 1 + `cusp` < 2, a step across the root aims at `_cusp_root` instead)."""
+    Lp with p < 2, a step across the root aims at `_cusp_root` instead)."""
     row[_NCHEAP] -= 1.0
     if not (np.isfinite(Dc) and 0.0 < Hc < np.inf):
         row[_NCHEAP] = 0.0
         return
     width = row[_CHI] - row[_CLO]
     flipped = (Dc > 0.0) != (row[_D] > 0.0) and row[_D] != 0.0
-    th = _cusp_root(row[_TH], row[_D], row[_H], z, Dc, Hc, cusp) if flipped else np.nan
+    th = _cusp_root(code, params, row[_TH], row[_D], row[_H], z, Dc, Hc) if flipped else np.nan
     if Dc > 0.0: row[_CHI] = z
     elif Dc < 0.0: row[_CLO] = z
     aim = row[_CLO] < th < row[_CHI] and th != z
@@ -381,7 +381,7 @@ def _decompose(code, params, y, w, m, cut, x, stack, top, stats, tol, idx, acc):
             Dc, Hc = _moments(code, params, y, w, s, e, z)
             stats[0] += e - s
             if Hc < 0.0: return _NONCONVEX, top
-            _after_cheap(row, z, Dc, Hc, params[0] - 1.0 if code == _LP else 0.0)
+            _after_cheap(row, z, Dc, Hc, code, params)
             continue
         if row[_KB] >= 0.0:                      # the exact decision of this very pass
             kb, Pb, T, Ht, Hb = int(row[_KB]), row[_PB], row[_T], row[_HT], row[_HB]

@@ -506,11 +506,12 @@ def _coarsest(lo, hi):
     return z if lo < z < hi else _split(lo, hi)
 
 @njit(cache=True)
-def _cusp_root(t1, D1, H1, t2, D2, H2, q):
-    """The root of W sign(θ − v)|θ − v|^q + R (0 < q < 1: one heavy target v dominating an Lp derivative, p = 1 + q)
-    fitted to (D, H) at two points on either side of the root: H's ratio gives their distances' ratio
-    |θ1 − v|/|θ2 − v| = (H1/H2)^(1/(q−1)), and with v between them, v, W and R follow. nan where the model misses
-    D2 by more than a quarter, or its root is not between the points."""
+def _cusp_root(code, params, t1, D1, H1, t2, D2, H2):
+    """The root of W sign(θ − v)|θ − v|^q + R (one heavy target v dominating the summed derivative of Lp with
+    p = 1 + q < 2) fitted to (D, H) at two points on either side of the root: H's ratio gives their distances'
+    ratio |θ1 − v|/|θ2 − v| = (H1/H2)^(1/(q−1)), and with v between them, v, W and R follow. nan for any other
+    loss, where the model misses D2 by more than a quarter, or where its root is not between the points."""
+    q = params[0] - 1.0 if code == _LP else 0.0
     if not (0.0 < q < 1.0 and 0.0 < H1 < np.inf and 0.0 < H2 < np.inf): return np.nan
     rho = (H1 / H2) ** (1.0 / (q - 1.0))
     v = t1 + (t2 - t1) * (rho / (1.0 + rho))

@@ -13,7 +13,7 @@ from .core import _add_partial, _dd_add
 from .quantile import _SPREAD, _exact_cut, _fast_cut
 from .decomposition import (_CHEAP_PASS, _E, _FORCE, _H, _HI, _LEAF, _LO, _NCHEAP, _NCOL, _S, _SINGLE, _after_cheap,
                             _after_full, _moments, _next_pass, _scan, _start)
-from .derivatives import _EPS, _LP, _QUANTILE, _check_no_overflow, _partials_value, _scale_for, _term_cold, _wt
+from .derivatives import _EPS, _QUANTILE, _check_no_overflow, _partials_value, _scale_for, _term_cold, _wt
 from .fit import _fit_blocks
 from numba import njit
 
@@ -223,7 +223,7 @@ def _decompose_partitions(P, code, params, root, max_segment):
             if kind == _CHEAP_PASS:
                 D = math.fsum(r[0] for _, r in res)
                 H = math.fsum(r[1] for _, r in res)
-                _after_cheap(row, z, D, H, params[0] - 1.0 if code == _LP else 0.0)
+                _after_cheap(row, z, D, H, code, params)
                 rows.append(row)
                 continue
             if exact:                                # a segment known to be one block: the exact sign decides

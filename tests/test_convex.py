@@ -1021,25 +1021,27 @@ def test_first_fit_compiles_no_cold_checks(tmp_path):
 def test_cusp_root_model():
     """`_cusp_root` recovers the root of W sign(θ − v)|θ − v|^q + R (the summed Lp derivative, p = 1 + q, near a
     heavy target v) from (D, H) at two points on either side of it; that root is v + sign(−R/W)|R/W|^(1/q) in closed
-    form. Where the sum is not one cusp (two heavy targets), it returns nan or a point between the two, never one
-    outside them (the caller's bracket)."""
-    from isocal.derivatives import _cusp_root
+    form. For p >= 2 or another loss it returns nan; where the sum is not one cusp (two heavy targets), nan or a
+    point between the two, never one outside them (the caller's bracket)."""
+    from isocal.derivatives import _LP, _PSEUDO_HUBER, _cusp_root
     rng = np.random.default_rng(5)
     for _ in range(300):
-        q, v, W = rng.uniform(0.05, 0.95), rng.normal(), 10.0 ** rng.uniform(-3, 3)
+        p, v, W = 1.0 + rng.uniform(0.05, 0.95), rng.normal(), 10.0 ** rng.uniform(-3, 3)
+        q, params = p - 1.0, np.array([p])
         R = W * rng.uniform(-0.8, 0.8)
         root = v + np.sign(-R / W) * abs(R / W) ** (1.0 / q)
         D = lambda t: W * np.sign(t - v) * abs(t - v) ** q + R
         H = lambda t: W * q * abs(t - v) ** (q - 1.0)
         t1, t2 = min(v, root) - rng.uniform(0.01, 2.0), max(v, root) + rng.uniform(0.01, 2.0)
-        th = _cusp_root(t1, D(t1), H(t1), t2, D(t2), H(t2), q)
+        th = _cusp_root(_LP, params, t1, D(t1), H(t1), t2, D(t2), H(t2))
         assert abs(th - root) <= 1e-9 * (t2 - t1), (q, v, W, R, t1, t2, th, root)
-        assert np.isnan(_cusp_root(t1, D(t1), H(t1), t2, D(t2), H(t2), 1.0))      # p = 2: no cusp
+        assert np.isnan(_cusp_root(_LP, np.array([2.0]), t1, D(t1), H(t1), t2, D(t2), H(t2)))       # no cusp
+        assert np.isnan(_cusp_root(_PSEUDO_HUBER, params, t1, D(t1), H(t1), t2, D(t2), H(t2)))
         v2, W2 = v + rng.uniform(-1.0, 1.0), W * 10.0 ** rng.uniform(-1, 1)        # a second heavy target
         D2 = lambda t: D(t) + W2 * np.sign(t - v2) * abs(t - v2) ** q
         H2 = lambda t: H(t) + W2 * q * abs(t - v2) ** (q - 1.0)
         if D2(t1) < 0.0 < D2(t2):
-            th = _cusp_root(t1, D2(t1), H2(t1), t2, D2(t2), H2(t2), q)
+            th = _cusp_root(_LP, params, t1, D2(t1), H2(t1), t2, D2(t2), H2(t2))
             assert np.isnan(th) or t1 < th < t2, (th, t1, t2)
 
 
