@@ -36,7 +36,10 @@ Sections (a markdown table each):
             gamma); then the same with the cache that run filled (warm); minus a baseline process that only does
             `import numba; from numba import njit; njit(lambda x: x+1)(1)` (all times inside the process, from
             before the first import; peak RSS by GNU time). anytime_isotonic's first call is timed after, apart; the
-            whole process's wall time (interpreter start-up and that call included) is printed too.
+            whole process's wall time (interpreter start-up and that call included) is printed too. Then what those
+            first calls compile: one more cold process, each function's own compile seconds (bench/startup.py's
+            listener), by module and the slowest; and the floor, bench/bare_decomposition.py's uncertified
+            decomposition of the same losses compiled the same way.
 
 Targets (issue 28): convex fits <= 20x SciPy at n = 1e6 and 1e7; slope of time against n <= 1.1 on every input
 (n log n over 1e5..1e7 has slope ~1.07); Quantile with real weights <= 3x the stable argsort (slope <= 1.15);
@@ -386,7 +389,7 @@ def section_memory(mem_n, out):
     print(table(['input', 'loss', 'isocal arrays', 'isocal MB', 'SciPy arrays', 'SciPy MB', 'verdict'], rows))
 
 
-_FIRST_CALL = r'''
+_FITS = r'''
 import json, time
 t0 = time.perf_counter()
 import isocal.convex
@@ -405,6 +408,8 @@ step('squared', lambda: isotonic_convex('squared', [3., 1., 2.]))
 step('logloss', lambda: isotonic_convex('logloss', [0.3, 0.1, 0.2]))
 step('poisson', lambda: isotonic_convex('poisson', [3., 1., 2.]))
 step('gamma', lambda: isotonic_convex('gamma', [3., 1., 2.]))
+'''
+_FIRST_CALL = _FITS + r'''
 total = time.perf_counter() - t0
 step('anytime_isotonic PseudoHuber(1.0) (apart)', lambda: anytime_isotonic(PseudoHuber(1.0), [3., 1., 2.], tol=1e-6))
 print(json.dumps({'total': total, 'steps': steps}))
@@ -481,6 +486,37 @@ def section_compile(out, attempts=3, wait=60):
     names = list(cold[0]['steps'])
     print(table(['step', 'cold s', 'warm s'],
                 [[k, f"{cold[0]['steps'][k]:.2f}", f"{warm[0]['steps'][k]:.3f}"] for k in names]))
+    what_it_compiles(out)
+
+
+def what_it_compiles(out, top=16):
+    """The fits' first calls (without anytime) once more in a fresh process on an empty cache, with each compiled
+    function's own seconds (Numba's compile events, bench/startup.py's listener: nested compiles excluded), by
+    module and the slowest `top`; and the floor: bench/bare_decomposition.py's uncertified engine compiled the same
+    way."""
+    from bare_decomposition import FIRST_CALL as BARE
+    from startup import kernel_compile_times
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        own, bare = kernel_compile_times(_FITS, cwd=root), kernel_compile_times(BARE, cwd=root)
+    except RuntimeError as e:
+        out['compile']['kernels'] = dict(error=str(e))
+        print(f'\n(what the first call compiles: FAILED: {e})')
+        return
+    modules = {}
+    for k, t in own.items():
+        m = k.rsplit('.', 1)[0] if k.startswith('isocal.') else 'numba and numpy (their own overloads)'
+        modules[m] = modules.get(m, 0.0) + t
+    out['compile']['kernels'], out['compile']['bare_floor'] = own, bare
+    print(f'\n### What the first calls compile: {len(own)} functions, {sum(own.values()):.2f} s of their own compile '
+          f'time (one more cold process; each function without the functions it compiles in turn)\n')
+    print(table(['module', 'own compile s'],
+                [[m, f'{t:.2f}'] for m, t in sorted(modules.items(), key=lambda kv: -kv[1])]))
+    print()
+    print(table(['function', 'own compile s'],
+                [[k, f'{t:.2f}'] for k, t in sorted(own.items(), key=lambda kv: -kv[1])[:top]]))
+    print(f'\nFloor: bench/bare_decomposition.py, the same decomposition with Newton steps and no certification, '
+          f'compiles {len(bare)} functions in {sum(bare.values()):.2f} s.')
 
 
 def environment():

@@ -121,12 +121,13 @@ print(json.dumps(own))
 """
 
 
-def kernel_compile_times(code: str) -> dict[str, float]:
-    "Own compile seconds of every function Numba compiled for `code`, run once in a fresh process on an empty cache."
+def kernel_compile_times(code: str, cwd: str | None = None) -> dict[str, float]:
+    """Own compile seconds of every function Numba compiled for `code`, run once in a fresh process on an empty cache
+    (in `cwd`, by default this one)."""
     import json
     with tempfile.TemporaryDirectory(prefix="isocal-bench-cache-") as cache:
         proc = subprocess.run([sys.executable, "-c", KERNEL_TIMES, code], env=dict(os.environ, NUMBA_CACHE_DIR=cache),
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         raise RuntimeError(f"entry point failed:\n{code}\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.splitlines()[-1])

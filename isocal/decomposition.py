@@ -28,7 +28,7 @@ _ONE_CHEAP = (_PSEUDO_HUBER, _LOGCOSH)   # for those whose cheap pass is far fro
 _MORE_CHEAP = 6     # further such steps once a full pass found no split
 _FREEZE = True      # frozen sums for one block's narrow brackets (`_frozen_pass`; tests turn them off)
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _probe(lo, hi, th, D, H, mode):
     """The next threshold in (lo, hi): the Newton point th - D/H (mode 0); after `mode` passes in a row that landed
     on the same side of the root, the Newton step times 2^mode and at least `mode` ulps, to land beyond a root that
@@ -146,7 +146,7 @@ def _scan(code, params, y, w, cut, s, e, z, whole, start_ok):
     sBl = sRh = sRl = 0.0              # at the runner-up
     if not start_ok: bBh = -np.inf
     H = Babs = Rabs = lows = 0.0      # lows: Σ|low parts| after each addition, each rounded once (the drift)
-    exact_B = True                     # no rounding in the limits' sums (integral weights: always)
+    exact_B = np.bool_(True)           # no rounding in the limits' sums (integral weights: always); not a literal
     kb, Hb = s, 0.0
     zero = tie = start_ok              # every term since the best cut is exactly 0 (so P_k == P_kb exactly)
     imax = -np.inf
@@ -221,7 +221,7 @@ def _exact_scan(code, params, y, w, cut, s, e, z, hires, stats):
     step reads it: the double-double's sum is too noisy there, which is why this pass was needed)."""
     allcut = cut.shape[0] == 0
     run, tot = np.empty(128), np.empty(128)
-    nr = nt = 0
+    nr = nt = np.int64(0)              # (not a literal 0: one compiled `_partials_value` for every call)
     kb, tie, scale = s, True, 0.0
     pb = 0.0
     for i in range(s, e):
@@ -264,7 +264,7 @@ def _next_pass(row, m, tol):
         dlo, dhi = row[_DLO], row[_DHI]
         return _LEAF, (lo if (dlo > -np.inf and dhi < np.inf and abs(dlo) < abs(dhi)) else hi)
     if tol > 0.0 and hi - lo <= tol and row[_SINGLE] > 0.0: return _LEAF, 0.5 * lo + 0.5 * hi
-    if row[_NCHEAP] > 0.0: return _CHEAP_PASS, _probe(row[_CLO], row[_CHI], row[_TH], row[_D], row[_H], 0)
+    if row[_NCHEAP] > 0.0: return _CHEAP_PASS, _probe(row[_CLO], row[_CHI], row[_TH], row[_D], row[_H], np.int64(0))
     force, mode = row[_FORCE], int(row[_MODE])
     if force == force: z = force
     elif (row[_DYAD] > 0.0 and row[_DLO] > -np.inf and row[_DHI] < np.inf     # a staircase, both sides seen, in
@@ -536,7 +536,7 @@ def _certain_sign(code, params, y, w, s, e, z, dh, dl, A, stats):
     d = dh + dl
     if abs(d) > 4.0 * _EPS * abs(d) + 4.0 * ((e - s + 2.0) * _EPS) ** 2 * A: return d, 0
     parts = np.empty(128)
-    n = 0
+    n = np.int64(0)
     for i in range(s, e):
         big, err, rest, h, inexact = _term_cold(code, params, z, y[i], _wt(w, i))
         for part in (big, err, rest):

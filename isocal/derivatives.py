@@ -154,7 +154,7 @@ def _split_sum(code, params, y, w, s, e, z):
     non-overlapping partials exist in double precision): terms that cancel exactly give exactly 0, and saturated
     terms whose limits cancel leave their remainders."""
     partials = np.empty(128)
-    n = 0
+    n = np.int64(0)
     for i in range(s, e):
         big, err, rest, h, inexact = _term_cold(code, params, z, y[i], _wt(w, i))
         n = _add_partial(partials, n, big)
@@ -162,7 +162,7 @@ def _split_sum(code, params, y, w, s, e, z):
         if rest != 0.0: n = _add_partial(partials, n, rest)
     return _partials_value(partials, n)
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _partials_value(partials, n):
     "The exact sum held by Shewchuk's partials[:n], rounded, with the sign of the exact sum (never a false 0)."
     total = 0.0
@@ -211,7 +211,7 @@ def _dd_sum(ah, al, bh, bl):
     s, e = _dd_add(ah, 0.0, bh)
     return _dd_add(s, e + (al + bl), 0.0)
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _whole_result(Bh, Bl, Rh, Rl, Babs, Rabs, lows, exact_B, H, cnt, s, e):
     """A pass's decision on samples s..e-1 known to be one block, from its running sums over all `cnt` = e - s terms:
     `_scan`'s eleven values with kb = e if the total T >= 0, else s, and T's rounding bound: 4ε(|T| + its low parts)
@@ -255,7 +255,7 @@ def _frozen_pass(code, params, y, w, s, e, lo, hi, z, idx, acc):
             return (-2 if wide and 10 * cnt <= 9 * (e - s) else -1), none[1]   # z, a staircase all the same (-2)
         first, last = s, e
         Bh = Bl = Rh = Rl = Babs = Rabs = lows = H = 0.0
-        exact_B = True
+        exact_B = np.bool_(True)
     elif cnt < 0: return none
     else:
         first, last = 0, (cnt if 4.0 * (hi - lo) <= acc[_FHI] - acc[_FLO] else 0)  # shrank: freeze more of the list
@@ -356,7 +356,7 @@ def _hires_sum(code, params, y, w, s, e, z):
     and weight and opposite signs are exact negatives, computed and true alike, so only unpaired terms carry the
     evaluation bound. Only for the losses of r alone (`_RESIDUAL`)."""
     k = e - s
-    partials, n = np.empty(256), 0
+    partials, n = np.empty(256), np.int64(0)
     mag, key = np.empty(k), np.empty(k)
     E = 0.0
     for j in range(k):
@@ -383,7 +383,7 @@ def _taylor_sign(code, params, y, w, s, e, z):
     """The exact sign of Σ w l''(rh) rl over samples s..e-1 (z - y = rh + rl exactly): `_hires_sum`'s first-order
     part, for when its products underflow (targets near 1e60 about a level near 1e-289). Each rl is scaled by 2^600
     before the product, which changes no sign; called only where every such product is below the normal range."""
-    partials, n = np.empty(256), 0
+    partials, n = np.empty(256), np.int64(0)
     for i in range(s, e):
         rh, rl = _two_sum(z, -y[i])
         if rl != 0.0:
@@ -476,7 +476,7 @@ def _point_min(code, params, y):
         if d > 0.0: hi = mid
         else: lo = mid
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _split(lo, hi):
     """A bisection point of [lo, hi]: 0 if the bracket straddles it, the geometric mean if the ends differ by more
     than a factor 4 in magnitude (halving the exponent range, so adjacent doubles are reached in about 130 probes
@@ -489,13 +489,13 @@ def _split(lo, hi):
         if lo < m < hi: return m
     return 0.5 * lo + 0.5 * hi
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _adjacent(lo, hi):
     "Is there no double strictly between lo and hi?"
     mid = 0.5 * lo + 0.5 * hi
     return mid <= lo or mid >= hi
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _coarsest(lo, hi):
     """The double with the fewest significant bits in the middle half of (lo, hi): a multiple of the largest power
     of two that fits there (exact: ceil(a/m) m, m a power of two), or the bisection point if there is none."""
