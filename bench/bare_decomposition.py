@@ -19,6 +19,7 @@ from numba import njit
 
 from isocal.derivatives import _PSEUDO_HUBER, _d12   # isocal's own loss switch, inlined as in its kernels
 
+
 @njit(cache=True)
 def _moments(code, params, y, w, s, e, z):
     "(Σ w l', Σ w l'') over s..e-1 at z."
